@@ -1,0 +1,68 @@
+"""Helpers partitioners and ``preprocess`` implementations share: constants and tags."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+
+from .partitioner import DELEGATION_TAG
+
+_CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+def _input_spec(ep: ExportedProgram, node: torch.fx.Node):
+    if node.op != "placeholder":
+        return None
+    for spec in ep.graph_signature.input_specs:
+        if spec.arg.name == node.name:
+            return spec
+    return None
+
+
+def is_constant(ep: ExportedProgram, node: torch.fx.Node) -> bool:
+    """True if ``node`` is a placeholder for a parameter, buffer or lifted tensor constant."""
+    spec = _input_spec(ep, node)
+    return spec is not None and spec.kind in _CONSTANT_KINDS
+
+
+def is_user_input(ep: ExportedProgram, node: torch.fx.Node) -> bool:
+    spec = _input_spec(ep, node)
+    return spec is not None and spec.kind == InputKind.USER_INPUT
+
+
+def get_constant(ep: ExportedProgram, node: torch.fx.Node) -> Optional[torch.Tensor]:
+    """The tensor behind a constant placeholder, or ``None`` if ``node`` is not one.
+
+    Looks in ``ep.state_dict`` (parameters, persistent buffers) and ``ep.constants`` (lifted constants,
+    non-persistent buffers).
+    """
+    spec = _input_spec(ep, node)
+    if spec is None or spec.kind not in _CONSTANT_KINDS:
+        return None
+    if spec.target in ep.state_dict:
+        return ep.state_dict[spec.target]
+    return ep.constants.get(spec.target)
+
+
+def tag_constant_data(ep: ExportedProgram) -> None:
+    """Give each constant placeholder the tag of its users when all of them share one tag.
+
+    A constant used by nodes of one partition moves into that delegate's payload; a constant also used
+    outside stays in the program (and is passed to the delegate as an input).
+    """
+    for node in ep.graph.nodes:
+        if not is_constant(ep, node) or not node.users:
+            continue
+        tags = {user.meta.get(DELEGATION_TAG) for user in node.users}
+        if len(tags) == 1 and None not in tags:
+            node.meta[DELEGATION_TAG] = tags.pop()
+
+
+def node_target_name(node: torch.fx.Node) -> str:
+    """A readable op name for reports: ``aten.convolution.default``."""
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))

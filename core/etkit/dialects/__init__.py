@@ -1,0 +1,1 @@
+"""IR dialects: the Edge dialect etkit lowers through (seed page "Export IR Specification")."""

@@ -1,0 +1,120 @@
+"""The Edge dialect: Core ATen ops with view ops in their ``*_copy`` forms, checked dtypes.
+
+ExecuTorch's Edge dialect wraps every op in an ``EdgeOpOverload``; etkit keeps plain
+``torch.ops.aten`` overloads, so ``etkit.dialects.edge.ops.aten.add.Tensor is torch.ops.aten.add.Tensor``.
+What makes a graph Edge is the set of ops it may contain (seed pages "Export IR Specification",
+"Definition of the Core ATen Operator Set") and the view-to-copy rewrite: views become functional copies
+(``aten.view`` → ``aten.view_copy``) so memory planning sees no aliasing.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+
+aten = torch.ops.aten
+
+
+class _Ops:
+    """``ops.aten.X`` is ``torch.ops.aten.X``: a namespace matching ExecuTorch's ``exir_ops.edge``."""
+
+    aten = torch.ops.aten
+
+
+ops = _Ops()
+
+#: View ops and the functional copy that replaces each in the Edge dialect.
+VIEW_TO_COPY: dict = {
+    aten.view.default: aten.view_copy.default,
+    aten._unsafe_view.default: aten.view_copy.default,
+    aten.reshape.default: aten.view_copy.default,
+    aten.permute.default: aten.permute_copy.default,
+    aten.expand.default: aten.expand_copy.default,
+    aten.slice.Tensor: aten.slice_copy.Tensor,
+    aten.select.int: aten.select_copy.int,
+    aten.unsqueeze.default: aten.unsqueeze_copy.default,
+    aten.squeeze.dim: aten.squeeze_copy.dim,
+    aten.squeeze.dims: aten.squeeze_copy.dims,
+    aten.squeeze.default: aten.squeeze_copy.default,
+    aten.transpose.int: aten.transpose_copy.int,
+    aten.t.default: aten.t_copy.default,
+    aten.alias.default: aten.alias_copy.default,
+    aten.detach.default: aten.detach_copy.default,
+    aten.as_strided.default: aten.as_strided_copy.default,
+    aten.split_with_sizes.default: aten.split_with_sizes_copy.default,
+    aten.unbind.int: aten.unbind_copy.int,
+    aten.diagonal.default: aten.diagonal_copy.default,
+    aten.unfold.default: aten.unfold_copy.default,
+}
+
+#: Ops that only check things at trace time; the Edge dialect drops them.
+ASSERT_OPS = {
+    aten._assert_tensor_metadata.default,
+    aten._assert_scalar.default,
+    aten.sym_constrain_range_for_size.default,
+    aten._assert_async.msg,
+}
+
+#: Tensor dtypes a .pte can hold (``schema/scalar_type.fbs``).
+SUPPORTED_DTYPES = {
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+    torch.float64, torch.bool, torch.bfloat16, torch.uint16, torch.uint32, torch.uint64,
+}
+
+
+class EdgeDialectError(ValueError):
+    """A graph cannot be expressed in the Edge dialect (unsupported dtype, op, or value)."""
+
+
+@dataclass
+class EdgeCompileConfig:
+    """Options of ``to_edge`` (ExecuTorch's name and defaults).
+
+    Attributes:
+        _check_ir_validity: raise :class:`EdgeDialectError` for unsupported dtypes.
+        _skip_dim_order: accepted for API compatibility; etkit always records ``dim_order``.
+        preserve_ops: extra ops to keep undecomposed.
+    """
+
+    _check_ir_validity: bool = True
+    _skip_dim_order: bool = False
+    preserve_ops: tuple = ()
+
+
+def _contiguous(val):
+    """A copy op's output is a fresh contiguous tensor, whatever strides the view it replaces had."""
+    if isinstance(val, torch.Tensor):
+        return val.contiguous()
+    if isinstance(val, (tuple, list)):
+        return type(val)(_contiguous(v) for v in val)
+    return val
+
+
+def to_edge_graph(gm: torch.fx.GraphModule) -> None:
+    """Rewrite a decomposed ATen graph in place into the Edge dialect: drop asserts, views → copies."""
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target in ASSERT_OPS and not node.users:
+            graph.erase_node(node)
+        elif node.target in VIEW_TO_COPY:
+            node.target = VIEW_TO_COPY[node.target]
+            node.meta["val"] = _contiguous(node.meta.get("val"))
+    graph.lint()
+    gm.recompile()
+
+
+def check_edge_graph(gm: torch.fx.GraphModule) -> None:
+    """Raise :class:`EdgeDialectError` naming the node if a value has a dtype a .pte cannot hold."""
+    for node in gm.graph.nodes:
+        vals = node.meta.get("val")
+        for val in vals if isinstance(vals, (tuple, list)) else (vals,):
+            if isinstance(val, torch.Tensor) and val.dtype not in SUPPORTED_DTYPES:
+                raise EdgeDialectError(
+                    f"node {node.name} ({node.target}) produces dtype {val.dtype}, which a .pte cannot hold; "
+                    f"supported: {sorted(str(d) for d in SUPPORTED_DTYPES)}")
+        if node.op == "call_function" and node.target is not operator.getitem and not isinstance(
+                node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+            raise EdgeDialectError(f"node {node.name} calls {node.target!r}, which is not an ATen operator")

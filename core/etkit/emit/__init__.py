@@ -1,0 +1,1 @@
+"""Emission: an Edge program after lowering → the ``Program`` table of a ``.pte`` (schema/program.fbs)."""

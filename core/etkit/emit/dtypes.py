@@ -1,0 +1,26 @@
+"""torch dtypes ↔ the format's ``ScalarType`` numbers (schema/scalar_type.fbs)."""
+import torch
+
+SCALAR_TYPE: dict = {
+    torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
+    torch.float32: 6, torch.float64: 7, torch.bool: 11, torch.bfloat16: 15, torch.uint16: 27,
+    torch.uint32: 28, torch.uint64: 29,
+}
+DTYPE: dict = {v: k for k, v in SCALAR_TYPE.items()}
+
+#: ExecuTorch's encodings of ``torch.memory_format`` and ``torch.layout`` arguments (exir/tensor.py).
+MEMORY_FORMAT = {torch.contiguous_format: 0, torch.preserve_format: 1}
+LAYOUT = {torch.strided: 0, torch.sparse_coo: 1}
+
+
+def scalar_type(dtype: torch.dtype) -> int:
+    try:
+        return SCALAR_TYPE[dtype]
+    except KeyError:
+        raise ValueError(f"dtype {dtype} cannot be stored in a .pte") from None
+
+
+def dim_order(t: torch.Tensor) -> list:
+    """Dimension order of a tensor's layout, outermost first (contiguous: ``[0, 1, ..., n-1]``)."""
+    strides = t.stride()
+    return sorted(range(t.dim()), key=lambda d: (-strides[d], d))

@@ -1,0 +1,323 @@
+"""Emit one method: values, memory plan, instructions (``ExecutionPlan`` of schema/program.fbs).
+
+Conventions follow ExecuTorch's emitter, so ExecuTorch's runtime reads the result:
+- every tensor is one ``EValue``; constants point into the constant segment (``data_buffer_idx`` > 0),
+  everything else is memory-planned (``allocation_info``) in buffer 1;
+- a ``KernelCall`` passes every argument of the op's out-variant schema in order, then its out tensors;
+- ``IntList`` items are indices of ``Int`` values (boxed, as the format requires);
+- a ``DelegateCall`` passes the delegate's inputs, then its outputs.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils import _pytree as pytree
+
+from etkit import fb
+from etkit.fb.AllocationDetails import AllocationDetailsT
+from etkit.fb.BackendDelegate import BackendDelegateT
+from etkit.fb.BackendDelegateDataReference import BackendDelegateDataReferenceT
+from etkit.fb.Bool import BoolT
+from etkit.fb.BoolList import BoolListT
+from etkit.fb.Chain import ChainT
+from etkit.fb.CompileSpec import CompileSpecT
+from etkit.fb.ContainerMetadata import ContainerMetadataT
+from etkit.fb.DelegateCall import DelegateCallT
+from etkit.fb.Double import DoubleT
+from etkit.fb.DoubleList import DoubleListT
+from etkit.fb.EValue import EValueT
+from etkit.fb.ExecutionPlan import ExecutionPlanT
+from etkit.fb.InstructionArguments import InstructionArguments
+from etkit.fb.Instruction import InstructionT
+from etkit.fb.Int import IntT
+from etkit.fb.IntList import IntListT
+from etkit.fb.KernelCall import KernelCallT
+from etkit.fb.KernelTypes import KernelTypes
+from etkit.fb.Null import NullT
+from etkit.fb.Operator import OperatorT
+from etkit.fb.OptionalTensorList import OptionalTensorListT
+from etkit.fb.String import StringT
+from etkit.fb.Tensor import TensorT
+from etkit.fb.TensorList import TensorListT
+
+from ..backend.delegate import executorch_call_delegate
+from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation
+from ..passes.out_variants import bind_arguments, kernel_name, out_variant
+from .dtypes import LAYOUT, MEMORY_FORMAT, dim_order, scalar_type
+
+_CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+class EmitError(RuntimeError):
+    """A graph cannot be written as a program; the message names the node."""
+
+
+@dataclass
+class ProgramData:
+    """Data shared by all methods of one program, filled while emitting them."""
+
+    constant_data: list = field(default_factory=lambda: [b""])
+    delegate_data: list = field(default_factory=list)
+    named_data: dict = field(default_factory=dict)
+    _constant_ids: dict = field(default_factory=dict)
+
+    def add_constant(self, key, tensor: torch.Tensor) -> int:
+        if key in self._constant_ids:
+            return self._constant_ids[key]
+        t = tensor.detach().contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        self.constant_data.append(raw)
+        self._constant_ids[key] = len(self.constant_data) - 1
+        return self._constant_ids[key]
+
+    def add_named_data(self, entries: dict, owner: str) -> None:
+        for key, data in entries.items():
+            data = bytes(data)
+            if key in self.named_data and self.named_data[key] != data:
+                raise EmitError(f"{owner}: named data key {key!r} already holds different bytes")
+            self.named_data[key] = data
+
+
+def _concrete_sizes(node: torch.fx.Node, t: torch.Tensor) -> list:
+    sizes = []
+    for s in t.shape:
+        if not isinstance(s, int):
+            raise EmitError(f"node {node.name}: dimension {s} is symbolic; dynamic shapes are not supported by "
+                            f"this version of etkit's emitter; export with static shapes")
+        sizes.append(int(s))
+    return sizes
+
+
+def _tensor_vals(node: torch.fx.Node) -> list:
+    val = node.meta.get("val")
+    vals = list(val) if isinstance(val, (tuple, list)) else [val]
+    return vals
+
+
+class MethodEmitter:
+    """Builds the ``ExecutionPlanT`` of one method of an Edge program after lowering."""
+
+    def __init__(self, name: str, ep: ExportedProgram, data: ProgramData, planner: MemoryPlanningPass,
+                 alignment: int) -> None:
+        self.name = name
+        self.ep = ep
+        self.data = data
+        self.planner = planner
+        self.alignment = alignment
+        self.values: list = []
+        self.node_values: dict = {}
+        self.operators: list = []
+        self._operator_ids: dict = {}
+        self.delegates: list = []
+        self.instructions: list = []
+        self.allocations: list = []  # (TensorAllocation, value index)
+        self.plan = None
+
+    # -- values -------------------------------------------------------------------------------------------
+    def _add_value(self, kind: int, val) -> int:
+        self.values.append(EValueT(valType=kind, val=val))
+        return len(self.values) - 1
+
+    def _tensor_value(self, node, t: torch.Tensor, data_buffer_idx: int = 0) -> int:
+        tensor = TensorT(scalarType=scalar_type(t.dtype), storageOffset=0, sizes=_concrete_sizes(node, t),
+                         dimOrder=dim_order(t), requiresGrad=False, dataBufferIdx=data_buffer_idx,
+                         allocationInfo=None, layout=0, shapeDynamism=0)
+        return self._add_value(KernelTypes.Tensor, tensor)
+
+    def _planned_tensor(self, node, t: torch.Tensor, label: str, lifetime: tuple) -> int:
+        index = self._tensor_value(node, t)
+        nbytes = t.numel() * t.element_size()
+        self.allocations.append((TensorAllocation(label, nbytes, lifetime), index))
+        return index
+
+    def _scalar(self, value, arg_type=None) -> int:
+        if value is None:
+            return self._add_value(KernelTypes.Null, NullT())
+        if isinstance(value, bool):
+            return self._add_value(KernelTypes.Bool, BoolT(boolVal=value))
+        if isinstance(value, int):
+            if arg_type is not None and str(arg_type).rstrip("?") == "float":
+                return self._add_value(KernelTypes.Double, DoubleT(doubleVal=float(value)))
+            return self._add_value(KernelTypes.Int, IntT(intVal=value))
+        if isinstance(value, float):
+            return self._add_value(KernelTypes.Double, DoubleT(doubleVal=value))
+        if isinstance(value, str):
+            return self._add_value(KernelTypes.String, StringT(stringVal=value))
+        if isinstance(value, torch.dtype):
+            return self._add_value(KernelTypes.Int, IntT(intVal=scalar_type(value)))
+        if isinstance(value, torch.memory_format):
+            return self._add_value(KernelTypes.Int, IntT(intVal=MEMORY_FORMAT[value]))
+        if isinstance(value, torch.layout):
+            return self._add_value(KernelTypes.Int, IntT(intVal=LAYOUT[value]))
+        if isinstance(value, torch.device):
+            return self._add_value(KernelTypes.Null, NullT())
+        raise EmitError(f"cannot emit argument value {value!r} of type {type(value).__name__}")
+
+    def _argument(self, node, arg, value) -> int:
+        type_str = str(arg.type)
+        if isinstance(value, torch.fx.Node):
+            return self._value_of(node, value)
+        if isinstance(value, (list, tuple)):
+            if type_str.startswith("Tensor?[]") or type_str.startswith("List[Optional[Tensor]]"):
+                items = [-1 if v is None else self._value_of(node, v) for v in value]
+                return self._add_value(KernelTypes.OptionalTensorList, OptionalTensorListT(items=items))
+            if any(isinstance(v, torch.fx.Node) for v in value):
+                return self._add_value(KernelTypes.TensorList,
+                                       TensorListT(items=[self._value_of(node, v) for v in value]))
+            if "float" in type_str:
+                return self._add_value(KernelTypes.DoubleList, DoubleListT(items=[float(v) for v in value]))
+            if "bool" in type_str:
+                return self._add_value(KernelTypes.BoolList, BoolListT(items=[bool(v) for v in value]))
+            return self._add_value(KernelTypes.IntList, IntListT(items=[self._scalar(int(v)) for v in value]))
+        return self._scalar(value, arg.type)
+
+    def _value_of(self, user, node) -> int:
+        value = self.node_values.get(node)
+        if value is None:
+            raise EmitError(f"node {user.name}: argument {node.name} has no value (emitted out of order?)")
+        if isinstance(value, tuple):
+            raise EmitError(f"node {user.name}: argument {node.name} is a tuple; index it with getitem")
+        return value
+
+    # -- lifetimes ----------------------------------------------------------------------------------------
+    def _last_use(self, node, position: dict, end: int) -> int:
+        last = position[node]
+        for user in node.users:
+            if user.op == "output":
+                return end
+            if user.op == "call_function" and user.target is operator.getitem:
+                last = max(last, self._last_use(user, position, end))
+            else:
+                last = max(last, position[user])
+        return last
+
+    # -- emission -----------------------------------------------------------------------------------------
+    def emit(self) -> ExecutionPlanT:
+        ep, graph = self.ep, self.ep.graph
+        nodes = list(graph.nodes)
+        position = {n: i for i, n in enumerate(nodes)}
+        end = len(nodes)
+        specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+        for spec in ep.graph_signature.output_specs:
+            if spec.kind != OutputKind.USER_OUTPUT:
+                raise EmitError(f"method {self.name}: output {spec.arg.name} is a {spec.kind.name}; mutated "
+                                f"buffers and gradients are not supported by etkit yet")
+
+        inputs = []
+        for node in nodes:
+            if node.op == "placeholder":
+                spec = specs[node.name]
+                val = node.meta.get("val")
+                if spec.kind in _CONSTANT_KINDS:
+                    tensor = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+                    idx = self.data.add_constant(spec.target, tensor)
+                    self.node_values[node] = self._tensor_value(node, tensor, data_buffer_idx=idx)
+                elif spec.kind == InputKind.USER_INPUT:
+                    if isinstance(val, torch.Tensor):
+                        if self.planner.alloc_graph_input:
+                            index = self._planned_tensor(node, val, node.name, (0, self._last_use(node, position, end)))
+                        else:
+                            index = self._tensor_value(node, val)
+                    else:
+                        index = self._scalar(val)
+                    self.node_values[node] = index
+                    inputs.append(index)
+                else:
+                    raise EmitError(f"method {self.name}: input {node.name} of kind {spec.kind.name} is not supported")
+            elif node.op == "call_function":
+                self._allocate_outputs(node, position, end)
+        self._plan_memory()
+        for node in nodes:
+            if node.op == "call_function":
+                self._emit_call(node)
+            elif node.op == "output":
+                outputs = [self._value_of(node, a) for a in pytree.tree_leaves(node.args[0])
+                           if isinstance(a, torch.fx.Node)]
+        return ExecutionPlanT(
+            name=self.name,
+            containerMetaType=ContainerMetadataT(
+                encodedInpStr=pytree.treespec_dumps(ep.call_spec.in_spec) if ep.call_spec.in_spec else "",
+                encodedOutStr=pytree.treespec_dumps(ep.call_spec.out_spec) if ep.call_spec.out_spec else ""),
+            values=self.values, inputs=inputs, outputs=outputs,
+            chains=[ChainT(inputs=inputs, outputs=outputs, instructions=self.instructions, stacktrace=None)],
+            operators=self.operators, delegates=self.delegates,
+            nonConstBufferSizes=list(self.plan.buffer_sizes), nonConstBufferDevice=None)
+
+    def _allocate_outputs(self, node, position, end) -> None:
+        if node.target is operator.getitem:
+            source = self.node_values.get(node.args[0])
+            if not isinstance(source, tuple):
+                raise EmitError(f"node {node.name}: getitem of {node.args[0].name}, which is not a tuple")
+            self.node_values[node] = source[node.args[1]]
+            return
+        vals = node.meta.get("val")
+        is_tuple = isinstance(vals, (tuple, list))
+        outs = []
+        for i, t in enumerate(vals if is_tuple else [vals]):
+            if not isinstance(t, torch.Tensor):
+                raise EmitError(f"node {node.name} ({node.target}) produces {type(t).__name__}, not a tensor; "
+                                f"only tensor-valued ops can be emitted")
+            if is_tuple:
+                users = [u for u in node.users if u.target is operator.getitem and u.args[1] == i]
+                last = max([self._last_use(u, position, end) for u in users], default=position[node])
+            else:
+                last = self._last_use(node, position, end)
+            label = f"{node.name}[{i}]" if is_tuple else node.name
+            outs.append(self._planned_tensor(node, t, label, (position[node], last)))
+        self.node_values[node] = tuple(outs) if is_tuple else outs[0]
+
+    def _plan_memory(self) -> None:
+        self.plan = self.planner.plan([a for a, _ in self.allocations], self.alignment)
+        for alloc, index in self.allocations:
+            tensor = self.values[index].val
+            tensor.allocationInfo = AllocationDetailsT(memoryId=alloc.mem_id,
+                                                       memoryOffsetLow=alloc.mem_offset & 0xFFFFFFFF,
+                                                       memoryOffsetHigh=alloc.mem_offset >> 32)
+
+    def _operator_index(self, op) -> int:
+        key = kernel_name(op)
+        if key not in self._operator_ids:
+            self.operators.append(OperatorT(name=key[0], overload=key[1]))
+            self._operator_ids[key] = len(self.operators) - 1
+        return self._operator_ids[key]
+
+    def _out_indices(self, node) -> list:
+        value = self.node_values[node]
+        return list(value) if isinstance(value, tuple) else [value]
+
+    def _emit_call(self, node) -> None:
+        if node.target is operator.getitem:
+            return
+        if node.target is executorch_call_delegate:
+            lowered = getattr(self.ep.graph_module, node.args[0].target)
+            self.data.delegate_data.append(lowered.processed_bytes)
+            self.data.add_named_data(lowered.named_data, f"delegate {lowered.backend_id}")
+            self.delegates.append(BackendDelegateT(
+                id=lowered.backend_id,
+                processed=BackendDelegateDataReferenceT(location=0, index=len(self.data.delegate_data) - 1),
+                compileSpecs=[CompileSpecT(key=s.key, value=list(s.value)) for s in lowered.compile_specs]))
+            args = [self._value_of(node, a) for a in node.args[1:]] + self._out_indices(node)
+            self._instruction(InstructionArguments.DelegateCall,
+                              DelegateCallT(delegateIndex=len(self.delegates) - 1, args=args))
+            return
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise EmitError(f"node {node.name} calls {node.target!r}, which is not an operator")
+        try:
+            out_op = out_variant(node.target)
+        except LookupError as exc:
+            raise EmitError(f"node {node.name}: {exc}") from None
+        args = [self._argument(node, arg, value) for arg, value in bind_arguments(node.target, out_op, node)]
+        out_args = [a for a in out_op._schema.arguments if a.is_out]
+        outs = self._out_indices(node)
+        if len(out_args) != len(outs):
+            raise EmitError(f"node {node.name}: {out_op} has {len(out_args)} out arguments but the node "
+                            f"produces {len(outs)} tensors")
+        self._instruction(InstructionArguments.KernelCall,
+                          KernelCallT(opIndex=self._operator_index(out_op), args=args + outs))
+
+    def _instruction(self, kind: int, args) -> None:
+        self.instructions.append(InstructionT(instrArgsType=kind, instrArgs=args))

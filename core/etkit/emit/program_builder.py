@@ -1,0 +1,28 @@
+"""Build a whole program: emit every method, collect constants, delegate payloads and named data."""
+from __future__ import annotations
+
+from etkit.fb.Program import ProgramT
+
+from ..passes.memory_planning import MemoryPlanningPass
+from ..plugins import get_plugin_manager
+from ..serialize import PteContents
+from .method_emitter import MethodEmitter, ProgramData
+
+#: ``Program.version`` ExecuTorch 1.5 writes and reads.
+PROGRAM_VERSION = 0
+
+
+def build_program(programs: dict, config) -> tuple:
+    """Emit ``{method name: lowered Edge ExportedProgram}``; returns ``(PteContents, {method: MemoryPlan})``."""
+    planner = config.memory_planning_pass or MemoryPlanningPass()
+    alignment = get_plugin_manager().memory_alignment()
+    data = ProgramData()
+    plans, plans_by_name = [], {}
+    for name in sorted(programs):
+        emitter = MethodEmitter(name, programs[name], data, planner, alignment)
+        plans.append(emitter.emit())
+        plans_by_name[name] = emitter.plan
+    program = ProgramT(version=PROGRAM_VERSION, executionPlan=plans)
+    contents = PteContents(program=program, constant_data=data.constant_data, delegate_data=data.delegate_data,
+                           named_data=data.named_data)
+    return contents, plans_by_name

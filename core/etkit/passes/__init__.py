@@ -1,0 +1,1 @@
+"""Graph passes of ``to_executorch``: out-variant selection, tensor specs, memory planning."""

@@ -1,0 +1,122 @@
+"""Memory planning: give every non-constant tensor an offset in one planned buffer.
+
+Seed page "Memory Planning": tensors whose lifetimes do not overlap may share memory. Two algorithms:
+``naive`` (every tensor its own range) and ``greedy`` (largest first, each placed at the lowest aligned
+offset that overlaps no simultaneously live tensor). Lifetimes are ``[first def, last use]`` in
+instruction order, inclusive.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+
+@dataclass(eq=False)
+class TensorAllocation:
+    """One planned tensor.
+
+    Attributes:
+        name: what it is (node name, ``name[i]`` for a tuple element), for reports and errors.
+        nbytes: size in bytes (upper bound for dynamic shapes).
+        lifetime: ``(first, last)`` instruction positions, inclusive.
+        mem_id: planned buffer id (1; 0 is reserved by the format).
+        mem_offset: byte offset inside that buffer, set by the planner.
+    """
+
+    name: str
+    nbytes: int
+    lifetime: tuple
+    mem_id: int = 1
+    mem_offset: Optional[int] = None
+
+
+@dataclass
+class MemoryPlan:
+    """Result of planning: ``buffer_sizes[i]`` is the byte size of planned buffer ``i`` (entry 0 is 0)."""
+
+    allocations: list = field(default_factory=list)
+    buffer_sizes: list = field(default_factory=lambda: [0])
+    algorithm: str = "greedy"
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.buffer_sizes)
+
+    @property
+    def unshared_bytes(self) -> int:
+        """What the tensors would take without sharing (the naive plan's size, before alignment)."""
+        return sum(a.nbytes for a in self.allocations)
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+def overlaps(a: TensorAllocation, b: TensorAllocation) -> bool:
+    """True if the two tensors are live at the same time."""
+    return a.lifetime[0] <= b.lifetime[1] and b.lifetime[0] <= a.lifetime[1]
+
+
+def plan_naive(allocs: list, alignment: int) -> int:
+    """Every tensor its own range, in order; returns the buffer size."""
+    offset = 0
+    for a in allocs:
+        a.mem_offset = offset
+        offset = _align(offset + a.nbytes, alignment)
+    return offset
+
+
+def plan_greedy(allocs: list, alignment: int) -> int:
+    """Largest tensors first, each at the lowest aligned offset free during its lifetime; returns the size."""
+    placed: list = []
+    size = 0
+    for a in sorted(allocs, key=lambda x: (-x.nbytes, x.lifetime[0], x.name)):
+        busy = sorted((p.mem_offset, p.mem_offset + p.nbytes) for p in placed if overlaps(p, a))
+        offset = 0
+        for start, end in busy:
+            if offset + a.nbytes <= start:
+                break
+            offset = max(offset, _align(end, alignment))
+        a.mem_offset = offset
+        placed.append(a)
+        size = max(size, offset + a.nbytes)
+    return _align(size, alignment)
+
+
+ALGORITHMS: dict = {"naive": plan_naive, "greedy": plan_greedy}
+
+
+class MemoryPlanningPass:
+    """ExecuTorch's ``MemoryPlanningPass`` options.
+
+    Args:
+        memory_planning_algo: ``"greedy"`` (default), ``"naive"``, or a callable
+            ``(allocations, alignment) -> buffer size`` that sets each allocation's ``mem_offset``.
+        alloc_graph_input: plan memory for method inputs (the runtime copies inputs in); when False the
+            caller's input memory is used directly.
+        alloc_graph_output: plan memory for method outputs; when False the caller must provide output memory.
+        alignment: minimum byte alignment of every planned tensor; plugins may raise it
+            (``etkit_memory_planning_requirements``).
+    """
+
+    def __init__(self, memory_planning_algo: "str | Callable" = "greedy", alloc_graph_input: bool = True,
+                 alloc_graph_output: bool = True, alignment: int = 16) -> None:
+        if isinstance(memory_planning_algo, str) and memory_planning_algo not in ALGORITHMS:
+            raise ValueError(f"unknown memory_planning_algo {memory_planning_algo!r}; use one of "
+                             f"{sorted(ALGORITHMS)} or a callable")
+        self.memory_planning_algo = memory_planning_algo
+        self.alloc_graph_input = alloc_graph_input
+        self.alloc_graph_output = alloc_graph_output
+        self.alignment = alignment
+
+    def plan(self, allocs: list, alignment: Optional[int] = None) -> MemoryPlan:
+        """Assign offsets to ``allocs`` (all in buffer 1) and return the plan."""
+        align = max(self.alignment, alignment or 1)
+        algo = self.memory_planning_algo
+        fn = ALGORITHMS[algo] if isinstance(algo, str) else algo
+        size = fn(allocs, align) if allocs else 0
+        for a in allocs:
+            if a.mem_offset is None:
+                raise RuntimeError(f"memory planner {algo!r} left tensor {a.name} without an offset")
+        name = algo if isinstance(algo, str) else getattr(algo, "__name__", "custom")
+        return MemoryPlan(allocations=list(allocs), buffer_sizes=[0, size] if allocs else [0], algorithm=name)

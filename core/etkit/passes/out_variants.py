@@ -1,0 +1,77 @@
+"""Pick each functional op's out variant: the kernel the runtime calls (``aten::add.out``).
+
+The runtime has no allocator on the execute path, so every kernel writes into memory planned ahead of
+time: the emitter calls the op's ``.out`` overload with the planned tensor(s) as its ``out`` argument(s).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+#: Functional-schema arguments an out variant takes from its ``out`` tensor instead.
+TENSOR_OPTIONS = ("dtype", "layout", "device", "pin_memory")
+
+
+class NoOutVariantError(LookupError):
+    """An op has no out-variant overload, so the runtime has no way to call it."""
+
+
+def _out_args(schema) -> list:
+    return [a for a in schema.arguments if a.is_out]
+
+
+def _matches(functional, candidate) -> bool:
+    cand_names = [a.name for a in candidate.arguments if not a.is_out]
+    func_names = [a.name for a in functional.arguments]
+    if func_names == cand_names:
+        return True
+    trimmed = [n for n in func_names if n not in TENSOR_OPTIONS or n in cand_names]
+    return trimmed == cand_names
+
+
+@functools.lru_cache(maxsize=None)
+def out_variant(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
+    """The out-variant overload of a functional ``op`` (``aten.add.Tensor`` → ``aten.add.out``).
+
+    Raises:
+        NoOutVariantError: naming the op, when no overload of its packet writes to ``out`` tensors with the
+        same arguments.
+    """
+    if _out_args(op._schema):
+        return op
+    packet = op.overloadpacket
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        if _out_args(candidate._schema) and _matches(op._schema, candidate._schema):
+            return candidate
+    raise NoOutVariantError(
+        f"{op} has no out-variant overload, so no runtime kernel can run it; decompose it before lowering "
+        f"or delegate it to a backend")
+
+
+def kernel_name(op: torch._ops.OpOverload) -> tuple[str, str]:
+    """``(name, overload)`` as stored in the program's ``Operator`` table: ``("aten::add", "out")``."""
+    return op._schema.name, op._overloadname
+
+
+def bind_arguments(op: torch._ops.OpOverload, out_op: torch._ops.OpOverload, node: torch.fx.Node) -> list:
+    """Values of ``out_op``'s non-out arguments, in schema order, taken from a call of functional ``op``.
+
+    Missing arguments take the schema default; tensor options the out variant does not take are dropped.
+    """
+    given = {}
+    for arg, value in zip(op._schema.arguments, node.args):
+        given[arg.name] = value
+    given.update(node.kwargs)
+    values = []
+    for arg in out_op._schema.arguments:
+        if arg.is_out:
+            continue
+        if arg.name in given:
+            values.append((arg, given[arg.name]))
+        elif arg.has_default_value():
+            values.append((arg, arg.default_value))
+        else:
+            values.append((arg, None))
+    return values

@@ -1,0 +1,50 @@
+"""The etkit plugin contract: every hook a plugin may implement, in one file.
+
+A plugin is a module named by an entry point in the group ``etkit.backends``::
+
+    [project.entry-points."etkit.backends"]
+    mybackend = "etkit_mybackend.plugin"
+
+The module implements hooks below with ``@etkit.plugins.hookimpl``. It must be light: no torch import at
+module level, because ``etkit backends`` imports every plugin just to list them.
+
+Hooks hand objects to a ``register`` callback; the core owns the registries, checks what it is given and
+reports conflicts. A plugin never writes to core globals.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("etkit")
+
+#: Version of this contract. A plugin states the version it was written for in ``BackendSpec.plugin_api``;
+#: the core refuses a backend whose major version differs, naming both.
+PLUGIN_API_VERSION = "1.0"
+
+
+# --- backends ----------------------------------------------------------------------------------------
+
+@hookspec
+def etkit_register_backends(register: Callable[["etkit.plugins.BackendSpec"], None]) -> None:  # noqa: F821
+    """Register the backends this plugin provides.
+
+    Called once, when the plugin manager is first built. Call ``register(BackendSpec(...))`` once per
+    backend. Every implementation is called (this is not a first-result hook). Registering a
+    ``backend_id`` that another plugin already registered is an error reported with both plugins' names.
+
+    :param register: the core's callback; it validates the spec (id, plugin API version) and stores it.
+    :returns: nothing; results are ignored.
+    """
+
+
+# --- compilation -----------------------------------------------------------------------------------
+
+@hookspec
+def etkit_memory_planning_requirements(register: Callable[[str, int], None]) -> None:
+    """Declare alignment needs of planned memory, instead of the core naming any backend.
+
+    Call ``register(reason, alignment_bytes)``; the memory planner aligns every planned tensor to the
+    largest alignment registered (power of two, in bytes). Every implementation is called.
+    """

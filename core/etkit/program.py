@@ -1,0 +1,219 @@
+"""The lowering API: ``to_edge``, ``to_edge_transform_and_lower`` and the program managers.
+
+Names and behaviour follow ExecuTorch's ``executorch.exir`` (seed pages "Exporting to ExecuTorch",
+"Lowering a Model as a Delegate"): change ``executorch.exir`` to ``etkit`` in an import and keep going.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Optional, Sequence, Union
+
+import torch
+from torch.export import ExportedProgram
+
+from .backend.lowering import to_backend as _to_backend_one
+from .backend.partitioner import PartitionReport, Partitioner
+from .dialects.edge import EdgeCompileConfig, check_edge_graph, to_edge_graph
+
+ProgramsArg = Union[ExportedProgram, dict]
+
+
+def _as_dict(programs: ProgramsArg) -> dict:
+    if isinstance(programs, ExportedProgram):
+        return {"forward": programs}
+    if isinstance(programs, dict) and all(isinstance(v, ExportedProgram) for v in programs.values()):
+        return dict(programs)
+    raise TypeError(f"expected an ExportedProgram or a dict of method name -> ExportedProgram, got "
+                    f"{type(programs).__name__}")
+
+
+def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileConfig) -> ExportedProgram:
+    table = torch.export.default_decompositions()
+    for op in list(keep) + list(config.preserve_ops):
+        if op in table:
+            table.pop(op)
+    ep = ep.run_decompositions(table)
+    to_edge_graph(ep.graph_module)
+    if config._check_ir_validity:
+        check_edge_graph(ep.graph_module)
+    return ep
+
+
+def _ops_to_keep(partitioners: Sequence[Partitioner], ep: ExportedProgram) -> list:
+    keep: list = []
+    for p in partitioners:
+        ops, node_filter = p.ops_to_not_decompose(ep)
+        for op in ops:
+            if node_filter is not None:
+                nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target == op]
+                if not all(node_filter(n) for n in nodes):
+                    continue  # some node of this op must decompose; keep none of them whole
+            keep.append(op)
+    return keep
+
+
+def to_edge(programs: ProgramsArg, constant_methods: Optional[dict] = None,
+            compile_config: Optional[EdgeCompileConfig] = None) -> "EdgeProgramManager":
+    """Decompose exported programs to the Edge dialect (Core ATen ops, view ops as copies).
+
+    Args:
+        programs: an ``ExportedProgram`` (method ``forward``) or ``{method name: ExportedProgram}``.
+        constant_methods: accepted for API compatibility; not supported yet (raises if non-empty).
+        compile_config: :class:`EdgeCompileConfig`.
+    Returns:
+        :class:`EdgeProgramManager`.
+    Raises:
+        etkit.dialects.edge.EdgeDialectError: a value has a dtype a .pte cannot hold.
+    """
+    if constant_methods:
+        raise NotImplementedError("constant_methods are not supported by etkit yet")
+    config = compile_config or EdgeCompileConfig()
+    edge = {name: _decompose_to_edge(ep, (), config) for name, ep in _as_dict(programs).items()}
+    return EdgeProgramManager(edge, config)
+
+
+def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequence = (),
+                                partitioner: Optional[Union[Partitioner, Sequence[Partitioner], dict]] = None,
+                                constant_methods: Optional[dict] = None,
+                                compile_config: Optional[EdgeCompileConfig] = None) -> "EdgeProgramManager":
+    """Decompose to Edge keeping what the partitioners ask to keep, then lower to their backends.
+
+    Partitioners are applied in order; each sees what the previous ones left. Per method,
+    ``partitioner`` may also be ``{method name: [partitioners]}``.
+
+    Returns:
+        :class:`EdgeProgramManager`; its :attr:`~EdgeProgramManager.partition_reports` say what each
+        partitioner delegated and why each other node stayed out.
+    """
+    if constant_methods:
+        raise NotImplementedError("constant_methods are not supported by etkit yet")
+    config = compile_config or EdgeCompileConfig()
+    programs = _as_dict(programs)
+    if partitioner is None:
+        per_method = {name: [] for name in programs}
+    elif isinstance(partitioner, dict):
+        per_method = {name: list(partitioner.get(name, [])) for name in programs}
+    else:
+        plist = [partitioner] if isinstance(partitioner, Partitioner) else list(partitioner)
+        per_method = {name: plist for name in programs}
+    edge = {}
+    for name, ep in programs.items():
+        keep = _ops_to_keep(per_method[name], ep)
+        edge[name] = _decompose_to_edge(ep, keep, config)
+    manager = EdgeProgramManager(edge, config)
+    for fn in transform_passes:
+        manager = manager.transform([fn])
+    for name in programs:
+        for p in per_method[name]:
+            manager._lower_method(name, p)
+    return manager
+
+
+class EdgeProgramManager:
+    """Edge-dialect programs, one per method; lowered with :meth:`to_backend`, written with :meth:`to_executorch`."""
+
+    def __init__(self, programs: dict, compile_config: Optional[EdgeCompileConfig] = None) -> None:
+        self._programs = dict(programs)
+        self.compile_config = compile_config or EdgeCompileConfig()
+        #: ``{method name: [PartitionReport, ...]}``, one per partitioner applied.
+        self.partition_reports: dict = {name: [] for name in programs}
+
+    @property
+    def methods(self) -> set:
+        return set(self._programs)
+
+    def exported_program(self, method_name: str = "forward") -> ExportedProgram:
+        """The Edge ``ExportedProgram`` of one method."""
+        return self._programs[method_name]
+
+    def transform(self, passes: Sequence) -> "EdgeProgramManager":
+        """Apply graph passes (callables taking and returning/modifying a GraphModule) to every method."""
+        new = {}
+        for name, ep in self._programs.items():
+            ep = copy.deepcopy(ep)
+            for p in passes:
+                out = p(ep.graph_module)
+                gm = getattr(out, "graph_module", out)
+                if isinstance(gm, torch.fx.GraphModule) and gm is not ep.graph_module:
+                    ep.graph_module.graph = gm.graph
+                ep.graph_module.recompile()
+            new[name] = ep
+        manager = EdgeProgramManager(new, self.compile_config)
+        manager.partition_reports = copy.copy(self.partition_reports)
+        return manager
+
+    def _lower_method(self, name: str, partitioner: Partitioner) -> None:
+        ep, report = _to_backend_one(self._programs[name], partitioner)
+        self._programs[name] = ep
+        if report is not None:
+            self.partition_reports.setdefault(name, []).append(report)
+
+    def to_backend(self, partitioner: Union[Partitioner, dict]) -> "EdgeProgramManager":
+        """Lower every method with ``partitioner`` (or ``{method: partitioner}``); returns a new manager."""
+        manager = EdgeProgramManager(dict(self._programs), self.compile_config)
+        manager.partition_reports = {k: list(v) for k, v in self.partition_reports.items()}
+        for name in self._programs:
+            p = partitioner.get(name) if isinstance(partitioner, dict) else partitioner
+            if p is not None:
+                manager._lower_method(name, p)
+        return manager
+
+    def to_executorch(self, config: Optional["ExecutorchBackendConfig"] = None) -> "ExecutorchProgramManager":
+        """Out-variant conversion, memory planning and emission; returns the program ready to write."""
+        from .emit.program_builder import build_program
+        config = config or ExecutorchBackendConfig()
+        start = time.perf_counter()
+        contents, plans = build_program(self._programs, config)
+        return ExecutorchProgramManager(contents, config, plans, time.perf_counter() - start)
+
+
+@dataclass
+class ExecutorchBackendConfig:
+    """Options of ``to_executorch`` (ExecuTorch's names).
+
+    Attributes:
+        memory_planning_pass: a :class:`etkit.passes.memory_planning.MemoryPlanningPass`.
+        segment_alignment: byte alignment of every segment in the file (default 4096, seed ".pte file format").
+        constant_tensor_alignment: byte alignment of each constant inside the constant segment.
+        delegate_alignment: byte alignment of delegate payloads (``None``: segment alignment only).
+        extract_delegate_segments: accepted for compatibility; payloads always go to segments.
+    """
+
+    memory_planning_pass: object = None
+    segment_alignment: int = 4096
+    constant_tensor_alignment: int = 16
+    delegate_alignment: Optional[int] = None
+    extract_delegate_segments: bool = True
+    passes: list = field(default_factory=list)
+
+
+class ExecutorchProgramManager:
+    """A program ready to be written: :attr:`buffer` holds the ``.pte`` bytes."""
+
+    def __init__(self, contents, config: ExecutorchBackendConfig, plans: dict, emit_seconds: float) -> None:
+        self._contents = contents
+        self.config = config
+        #: ``{method name: MemoryPlan}`` of each method.
+        self.memory_plans = plans
+        self.emit_seconds = emit_seconds
+        self._buffer: Optional[bytes] = None
+
+    @property
+    def buffer(self) -> bytes:
+        """The serialized ``.pte`` program (ExecuTorch 1.5 format)."""
+        if self._buffer is None:
+            from .serialize import serialize_pte
+            self._buffer = serialize_pte(self._contents, segment_alignment=self.config.segment_alignment,
+                                         constant_tensor_alignment=self.config.constant_tensor_alignment,
+                                         delegate_alignment=self.config.delegate_alignment)
+        return self._buffer
+
+    def write_to_file(self, path_or_file) -> None:
+        """Write :attr:`buffer` to a path or a binary file object."""
+        if hasattr(path_or_file, "write"):
+            path_or_file.write(self.buffer)
+        else:
+            with open(path_or_file, "wb") as f:
+                f.write(self.buffer)

@@ -1,0 +1,143 @@
+"""Partition tagging, fusion into delegate calls, and the plugin registry, through a toy backend."""
+import operator
+
+import pytest
+import torch
+
+import etkit
+from etkit.backend import executorch_call_delegate
+from etkit.backend.lowering import LoweringError
+from etkit.plugins import BackendSpec, PluginError, get_plugin_manager, hookimpl
+from etkit.serialize import deserialize_pte
+
+from .toy_backend import TOY_ID, ToyPartitioner
+
+
+class AddMulRelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.arange(6, dtype=torch.float32).reshape(2, 3))
+
+    def forward(self, x, y):
+        a = x + y
+        b = a * self.bias
+        return torch.relu(b) + x
+
+
+def _export():
+    return torch.export.export(AddMulRelu(), (torch.randn(2, 3), torch.randn(2, 3)))
+
+
+def _delegate_calls(ep):
+    return [n for n in ep.graph.nodes if n.op == "call_function" and n.target is executorch_call_delegate]
+
+
+def test_tagged_nodes_are_fused_into_one_delegate_call(toy_plugin):
+    class AddMul(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.relu((x + y) * y)
+    ep = torch.export.export(AddMul(), (torch.randn(2, 3), torch.randn(2, 3)))
+    edge = etkit.to_edge_transform_and_lower(ep, partitioner=[ToyPartitioner()])
+    graph = edge.exported_program().graph
+    (call,) = _delegate_calls(edge.exported_program())
+    assert [str(n.target) for n in graph.nodes if n.op == "call_function"] == [
+        "executorch_call_delegate", "<built-in function getitem>", "aten.relu.default"]
+    assert [a.name for a in call.args[1:]] == ["x", "y"]
+    lowered = getattr(edge.exported_program().graph_module, call.args[0].target)
+    assert lowered.processed_bytes == b"ops=aten.add.Tensor,aten.mul.Tensor;inputs=x,y"
+
+
+def test_cycle_creating_partition_is_refused(toy_plugin):
+    class Chain(torch.nn.Module):
+        def forward(self, x):
+            a = x + 1.0 * x          # mul then add: delegated
+            b = torch.relu(a)        # outside
+            return b * a             # delegated, same tag -> a -> relu -> mul is a cycle
+    ep = torch.export.export(Chain(), (torch.randn(4),))
+    with pytest.raises(LoweringError, match="cycle"):
+        etkit.to_edge_transform_and_lower(ep, partitioner=[ToyPartitioner()])
+
+
+def test_one_partition_per_node_gives_one_delegate_per_op(toy_plugin):
+    edge = etkit.to_edge_transform_and_lower(_export(), partitioner=[ToyPartitioner(one_partition_per_node=True)])
+    ep = edge.exported_program()
+    calls = _delegate_calls(ep)
+    assert len(calls) == 3
+    lowered = [getattr(ep.graph_module, c.args[0].target) for c in calls]
+    payloads = [m.processed_bytes.decode() for m in lowered]
+    assert payloads[0].startswith("ops=aten.add.Tensor;")
+    assert payloads[1].startswith("ops=aten.mul.Tensor;")
+    # the buffer used only by the mul partition moved into that partition
+    assert "b_bias" in payloads[1]
+    assert "b_bias" not in {n.name for n in ep.graph.nodes if n.op == "placeholder"}
+    # every delegate output is read through getitem
+    for c in calls:
+        assert all(u.target is operator.getitem for u in c.users)
+
+
+def test_report_lists_each_rejected_node_with_reason(toy_plugin):
+    edge = etkit.to_edge_transform_and_lower(_export(), partitioner=[ToyPartitioner(one_partition_per_node=True)])
+    (report,) = edge.partition_reports["forward"]
+    assert report.delegated == {"aten.add.Tensor": 2, "aten.mul.Tensor": 1}
+    assert [r.target for r in report.rejected] == ["aten.relu.default"]
+    assert "only adds and multiplies" in report.format()
+
+
+def test_delegate_is_written_to_the_program(toy_plugin):
+    edge = etkit.to_edge_transform_and_lower(_export(), partitioner=[ToyPartitioner(one_partition_per_node=True)])
+    contents = deserialize_pte(edge.to_executorch().buffer)
+    plan = contents.program.executionPlan[0]
+    assert [d.id.decode() if isinstance(d.id, bytes) else d.id for d in plan.delegates] == [TOY_ID] * 3
+    assert contents.named_data == {"toy.key": b"toy-data"}
+    assert any(b"ops=aten.mul.Tensor" in d for d in contents.delegate_data)
+
+
+def test_lowering_to_an_unknown_backend_names_installed_ones():
+    from etkit.plugins import BackendNotFoundError
+    with pytest.raises(BackendNotFoundError, match="no installed etkit plugin provides backend 'ToyBackend'"):
+        etkit.to_edge_transform_and_lower(_export(), partitioner=[ToyPartitioner()])
+
+
+def test_duplicate_backend_id_is_an_error(toy_plugin):
+    class Again:
+        @hookimpl
+        def etkit_register_backends(self, register):
+            register(BackendSpec(backend_id=TOY_ID, backend_details="x:y"))
+    toy_plugin.add_plugin(Again(), name="again")
+    try:
+        with pytest.raises(PluginError, match="registered twice"):
+            toy_plugin.registry.specs()
+    finally:
+        toy_plugin.remove_plugin("again")
+
+
+def test_incompatible_plugin_api_is_refused_naming_both_versions():
+    class Future:
+        @hookimpl
+        def etkit_register_backends(self, register):
+            register(BackendSpec(backend_id="FutureBackend", backend_details="x:y", plugin_api="2.0", version="9.9"))
+    manager = get_plugin_manager()
+    manager.add_plugin(Future(), name="future")
+    try:
+        with pytest.raises(PluginError, match=r"plugin API 2\.0.*provides plugin API 1\.0"):
+            manager.registry.specs()
+    finally:
+        manager.remove_plugin("future")
+
+
+def test_misspelled_hook_fails_loudly():
+    class Typo:
+        @hookimpl
+        def etkit_register_backend(self, register):  # missing "s"
+            pass
+    from pluggy import PluginValidationError
+    with pytest.raises(PluginValidationError):
+        get_plugin_manager().add_plugin(Typo(), name="typo")
+    get_plugin_manager().remove_plugin("typo")
+
+
+def test_etkit_backends_lists_the_toy_backend(toy_plugin, capsys):
+    from etkit.cli import main
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert TOY_ID in out and "0.0.1" in out and "yes" in out
