@@ -18,7 +18,7 @@ def _cmd_backends(args) -> int:
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
     if not specs:
-        print("(no backend plugins installed: only portable kernels will run; install e.g. etkit-xnnpack)")
+        print("(no backend plugins installed: only portable kernels will run; pip install a backend plugin to add one)")
     for name, error in sorted(manager.load_errors.items()):
         print(f"plugin {name!r} failed to load: {error}")
     return 0

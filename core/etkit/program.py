@@ -179,6 +179,8 @@ class ExecutorchBackendConfig:
         constant_tensor_alignment: byte alignment of each constant inside the constant segment.
         delegate_alignment: byte alignment of delegate payloads (``None``: segment alignment only).
         extract_delegate_segments: accepted for compatibility; payloads always go to segments.
+        constant_folding: compute ops whose inputs are all constants ahead of time
+            (:mod:`etkit.passes.constant_folding`).
     """
 
     memory_planning_pass: object = None
@@ -186,6 +188,7 @@ class ExecutorchBackendConfig:
     constant_tensor_alignment: int = 16
     delegate_alignment: Optional[int] = None
     extract_delegate_segments: bool = True
+    constant_folding: bool = True
     passes: list = field(default_factory=list)
 
 

@@ -64,8 +64,12 @@ class ProgramData:
     delegate_data: list = field(default_factory=list)
     named_data: dict = field(default_factory=dict)
     _constant_ids: dict = field(default_factory=dict)
+    _keep_alive: list = field(default_factory=list)
 
-    def add_constant(self, key, tensor: torch.Tensor) -> int:
+    def add_constant(self, tensor: torch.Tensor) -> int:
+        """Index of ``tensor``'s bytes in the constant segment (the same tensor object is stored once)."""
+        key = id(tensor)
+        self._keep_alive.append(tensor)
         if key in self._constant_ids:
             return self._constant_ids[key]
         t = tensor.detach().contiguous()
@@ -214,7 +218,7 @@ class MethodEmitter:
                 val = node.meta.get("val")
                 if spec.kind in _CONSTANT_KINDS:
                     tensor = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
-                    idx = self.data.add_constant(spec.target, tensor)
+                    idx = self.data.add_constant(tensor)
                     self.node_values[node] = self._tensor_value(node, tensor, data_buffer_idx=idx)
                 elif spec.kind == InputKind.USER_INPUT:
                     if isinstance(val, torch.Tensor):

@@ -1,8 +1,11 @@
 """Build a whole program: emit every method, collect constants, delegate payloads and named data."""
 from __future__ import annotations
 
+import copy
+
 from etkit.fb.Program import ProgramT
 
+from ..passes.constant_folding import fold_constants
 from ..passes.memory_planning import MemoryPlanningPass
 from ..plugins import get_plugin_manager
 from ..serialize import PteContents
@@ -19,7 +22,11 @@ def build_program(programs: dict, config) -> tuple:
     data = ProgramData()
     plans, plans_by_name = [], {}
     for name in sorted(programs):
-        emitter = MethodEmitter(name, programs[name], data, planner, alignment)
+        ep = programs[name]
+        if config.constant_folding:
+            ep = copy.deepcopy(ep)
+            fold_constants(ep)
+        emitter = MethodEmitter(name, ep, data, planner, alignment)
         plans.append(emitter.emit())
         plans_by_name[name] = emitter.plan
     program = ProgramT(version=PROGRAM_VERSION, executionPlan=plans)
