@@ -15,7 +15,7 @@ from torch.export import ExportedProgram
 
 from .backend.lowering import to_backend as _to_backend_one
 from .backend.partitioner import PartitionReport, Partitioner
-from .dialects.edge import EdgeCompileConfig, check_edge_graph, to_edge_graph
+from .dialects.edge import EdgeCompileConfig, check_edge_graph, scalars_to_tensors, to_edge_graph
 
 ProgramsArg = Union[ExportedProgram, dict]
 
@@ -36,6 +36,7 @@ def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileC
             table.pop(op)
     ep = ep.run_decompositions(table)
     to_edge_graph(ep.graph_module)
+    scalars_to_tensors(ep)
     if config._check_ir_validity:
         check_edge_graph(ep.graph_module)
     return ep

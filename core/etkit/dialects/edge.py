@@ -106,6 +106,36 @@ def to_edge_graph(gm: torch.fx.GraphModule) -> None:
     gm.recompile()
 
 
+def _is_tensor_type(arg) -> bool:
+    return isinstance(arg.type, torch.TensorType)
+
+
+def scalars_to_tensors(ep) -> None:
+    """Give every ``Tensor`` argument that holds a Python number a 0-dim constant tensor instead.
+
+    ``x / 4.0`` exports as ``aten.div.Tensor(x, 4.0)``, but its out variant (and a backend's binary op)
+    needs a tensor there. A 0-dim tensor promotes exactly like the scalar it replaces (float → float32,
+    int → int64, bool → bool: a 0-dim operand never widens a dimensioned one of the same kind).
+    """
+    from ..passes.lifted_constants import add_constant, fake_like
+    for node in list(ep.graph.nodes):
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        schema = node.target._schema
+        args = list(node.args)
+        changed = False
+        for i, (arg, value) in enumerate(zip(schema.arguments, args)):
+            if _is_tensor_type(arg) and isinstance(value, (bool, int, float)):
+                dtype = torch.bool if isinstance(value, bool) else (
+                    torch.int64 if isinstance(value, int) else torch.float32)
+                tensor = torch.tensor(value, dtype=dtype)
+                args[i] = add_constant(ep, f"_scalar_{node.name}_{arg.name}", tensor, fake_like(ep, tensor))
+                changed = True
+        if changed:
+            node.args = tuple(args)
+    ep.graph_module.recompile()
+
+
 def check_edge_graph(gm: torch.fx.GraphModule) -> None:
     """Raise :class:`EdgeDialectError` naming the node if a value has a dtype a .pte cannot hold."""
     for node in gm.graph.nodes:

@@ -3,7 +3,8 @@
 Conventions follow ExecuTorch's emitter, so ExecuTorch's runtime reads the result:
 - every tensor is one ``EValue``; constants point into the constant segment (``data_buffer_idx`` > 0),
   everything else is memory-planned (``allocation_info``) in buffer 1;
-- a ``KernelCall`` passes every argument of the op's out-variant schema in order, then its out tensors;
+- a ``KernelCall`` passes every argument of the op's out-variant schema in order (its out tensors
+  included), then its return: the out tensor again, or a ``TensorList`` of the out tensors;
 - ``IntList`` items are indices of ``Int`` values (boxed, as the format requires);
 - a ``DelegateCall`` passes the delegate's inputs, then its outputs.
 """
@@ -320,8 +321,15 @@ class MethodEmitter:
         if len(out_args) != len(outs):
             raise EmitError(f"node {node.name}: {out_op} has {len(out_args)} out arguments but the node "
                             f"produces {len(outs)} tensors")
+        # The boxed calling convention passes the return after the arguments. An out variant returns its
+        # out tensor (one more reference to it), or a tuple of them, written as one TensorList value
+        # (as ExecuTorch's emitter writes it).
+        if len(outs) == 1:
+            returned = outs[0]
+        else:
+            returned = self._add_value(KernelTypes.TensorList, TensorListT(items=list(outs)))
         self._instruction(InstructionArguments.KernelCall,
-                          KernelCallT(opIndex=self._operator_index(out_op), args=args + outs))
+                          KernelCallT(opIndex=self._operator_index(out_op), args=args + outs + [returned]))
 
     def _instruction(self, kind: int, args) -> None:
         self.instructions.append(InstructionT(instrArgsType=kind, instrArgs=args))

@@ -10,9 +10,9 @@ import operator
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
 from ..backend.utils import get_constant
+from .lifted_constants import add_constant, drop_unused_constants
 
 #: Ops never folded: their result depends on more than their inputs.
 _NONDETERMINISTIC_TAGS = (torch.Tag.nondeterministic_seeded,)
@@ -52,40 +52,17 @@ def fold_constants(ep: ExportedProgram, max_growth_bytes: int = 1 << 16) -> int:
         folded.append(node)
     if not folded:
         return 0
-    first_user_input = next(n for n in graph.nodes if n.op == "placeholder" and get_constant(ep, n) is None) \
-        if any(n.op == "placeholder" and get_constant(ep, n) is None for n in graph.nodes) else None
     count = 0
     for node in folded:
         if not any(u not in folded for u in node.users) and not any(u.op == "output" for u in node.users):
             continue  # only feeds other folded nodes
-        name = f"_folded_{node.name}"
-        anchor = first_user_input or next(n for n in graph.nodes if n.op != "placeholder")
-        with graph.inserting_before(anchor):
-            placeholder = graph.placeholder(name)
-        placeholder.meta["val"] = node.meta["val"]
-        ep.constants[name] = values[node]
-        specs = ep.graph_signature.input_specs
-        position = next(i for i, s in enumerate(specs) if s.kind == InputKind.USER_INPUT) \
-            if any(s.kind == InputKind.USER_INPUT for s in specs) else len(specs)
-        specs.insert(position, InputSpec(kind=InputKind.CONSTANT_TENSOR, arg=TensorArgument(name=placeholder.name),
-                                         target=name))
+        placeholder = add_constant(ep, f"_folded_{node.name}", values[node], node.meta["val"])
         node.replace_all_uses_with(placeholder)
         count += 1
     for node in reversed(folded):
         if not node.users:
             graph.erase_node(node)
-    _drop_unused_constants(ep)
+    drop_unused_constants(ep)
     graph.lint()
     ep.graph_module.recompile()
     return count
-
-
-def _drop_unused_constants(ep: ExportedProgram) -> None:
-    for node in list(ep.graph.nodes):
-        if node.op == "placeholder" and not node.users and get_constant(ep, node) is not None:
-            spec = next(s for s in ep.graph_signature.input_specs if s.arg.name == node.name)
-            ep.graph_signature.input_specs.remove(spec)
-            ep.graph.erase_node(node)
-            if not any(s.target == spec.target for s in ep.graph_signature.input_specs):
-                ep.state_dict.pop(spec.target, None)
-                ep.constants.pop(spec.target, None)
