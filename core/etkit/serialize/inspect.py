@@ -87,12 +87,16 @@ def _operator_name(operator) -> str:
     return f"{name}.{overload}" if overload else name
 
 
+def _args(values) -> str:
+    return "[" + ",".join(str(v) for v in _ints(values)) + "]"
+
+
 def _describe_instruction(kind, args, operators, delegates) -> str:
     if kind == InstructionArguments.KernelCall:
-        return f"KernelCall {_operator_name(operators[args.opIndex])}(args={_ints(args.args)})"
+        return f"KernelCall {_operator_name(operators[args.opIndex])}(args={_args(args.args)})"
     if kind == InstructionArguments.DelegateCall:
         backend = _text(delegates[args.delegateIndex].id)
-        return f"DelegateCall {backend}#{args.delegateIndex} (args={_ints(args.args)})"
+        return f"DelegateCall {backend}#{args.delegateIndex} (args={_args(args.args)})"
     if kind == InstructionArguments.MoveCall:
         return f"MoveCall {args.moveFrom} -> {args.moveTo}"
     if kind == InstructionArguments.JumpFalseCall:

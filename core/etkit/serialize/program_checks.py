@@ -39,6 +39,13 @@ def _check_range(where: str, field: str, indices, limit: int, what: str, allow=(
             )
 
 
+def _check_one(where: str, field: str, index: int, limit: int, what: str) -> None:
+    if not 0 <= index < limit:
+        raise PteFormatError(
+            f"{where}: {field} = {index} is out of range; the {what} has {limit} entries"
+        )
+
+
 def check_program(program: ProgramT, *, num_segments: int) -> None:
     """Raise PteFormatError at the first index in ``program`` that points at nothing.
 
@@ -138,20 +145,21 @@ def _check_chain(where: str, chain, num_values: int, num_operators: int, num_del
         if args is None:
             raise PteFormatError(f"{at}: instruction has no arguments (type tag {kind})")
         if kind == InstructionArguments.KernelCall:
-            _check_range(at, "KernelCall.op_index", [args.opIndex], num_operators, "operators table")
+            _check_one(at, "KernelCall.op_index", args.opIndex, num_operators, "operators table")
             _check_range(at, "KernelCall.args", args.args, num_values, "values table")
         elif kind == InstructionArguments.DelegateCall:
-            _check_range(at, "DelegateCall.delegate_index", [args.delegateIndex], num_delegates,
-                         "delegates table")
+            _check_one(at, "DelegateCall.delegate_index", args.delegateIndex, num_delegates,
+                       "delegates table")
             _check_range(at, "DelegateCall.args", args.args, num_values, "values table")
         elif kind == InstructionArguments.MoveCall:
-            _check_range(at, "MoveCall", [args.moveFrom, args.moveTo], num_values, "values table")
+            _check_one(at, "MoveCall.move_from", args.moveFrom, num_values, "values table")
+            _check_one(at, "MoveCall.move_to", args.moveTo, num_values, "values table")
         elif kind == InstructionArguments.JumpFalseCall:
-            _check_range(at, "JumpFalseCall.cond_value_index", [args.condValueIndex], num_values,
-                         "values table")
-            _check_range(at, "JumpFalseCall.destination_instruction",
-                         [args.destinationInstruction], len(instructions) + 1, "chain")
+            _check_one(at, "JumpFalseCall.cond_value_index", args.condValueIndex, num_values,
+                       "values table")
+            _check_one(at, "JumpFalseCall.destination_instruction",
+                       args.destinationInstruction, len(instructions) + 1, "chain (+1)")
         elif kind == InstructionArguments.FreeCall:
-            _check_range(at, "FreeCall.value_index", [args.valueIndex], num_values, "values table")
+            _check_one(at, "FreeCall.value_index", args.valueIndex, num_values, "values table")
         else:
             raise PteFormatError(f"{at}: unknown instruction type tag {kind}")

@@ -340,7 +340,7 @@ def _needed_bytes(program: ProgramT, *, mutable: bool) -> dict[int, int]:
             numel = 1
             for size in tensor.sizes if tensor.sizes is not None else []:
                 numel *= int(size)
-            nbytes = numel * element_size(tensor.scalarType)
+            nbytes = (max(tensor.storageOffset, 0) + numel) * element_size(tensor.scalarType)
             needed[tensor.dataBufferIdx] = max(nbytes, needed.get(tensor.dataBufferIdx, 0))
     return needed
 
@@ -360,7 +360,11 @@ def _split_subsegment(what: str, subsegment, blob: bytes, needed: dict[int, int]
 
 
 def _trim(what: str, entries: list[bytes], needed: dict[int, int]) -> list[bytes]:
-    """Cut each entry to the bytes its tensors need (drops alignment padding)."""
+    """Drop the zero padding after each entry's tensor bytes.
+
+    Only an all-zero tail is cut: a writer may store a tensor's whole storage, which can be
+    longer than the tensor, and those bytes are kept as they are.
+    """
     for index, nbytes in needed.items():
         if index >= len(entries):
             raise PteFormatError(
@@ -371,7 +375,8 @@ def _trim(what: str, entries: list[bytes], needed: dict[int, int]) -> list[bytes
                 f"{what} entry {index} holds {len(entries[index])} bytes but a tensor "
                 f"reading it needs {nbytes}"
             )
-        entries[index] = entries[index][:nbytes]
+        if not any(entries[index][nbytes:]):
+            entries[index] = entries[index][:nbytes]
     return entries
 
 

@@ -1,0 +1,117 @@
+# etkit developer entry points. Every target is idempotent and quick on a second run
+# (stamp files live in $(VENV)/, caches in ~/.cache/etkit/).
+#
+#   make demo     build everything, then run examples/demo.py
+#   make test     build everything, then run the Python tests and the C++ tests
+#
+# Variables: VENV (default .venv), PYTHON3 (interpreter that makes the venv, default python3.11),
+#            PYTEST_ARGS (extra pytest arguments), NATIVE_CMAKE_ARGS (extra args for build/native).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+VENV ?= .venv
+PYTHON3 ?= python3.11
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+LOCK := /tmp/etkit-build.lock
+JOBS ?= 2
+XNNPACK_PREFIX_FILE := $(VENV)/xnnpack-prefix
+NATIVE_DIR := build/native
+PYTEST_ARGS ?=
+NATIVE_CMAKE_ARGS ?=
+
+# The scripts use the same venv (its cmake, ninja, python) and build with at most $(JOBS) jobs.
+export ETKIT_VENV := $(abspath $(VENV))
+export ETKIT_BUILD_JOBS := $(JOBS)
+export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
+
+# Sources whose change needs the native parts of the editable installs rebuilt.
+CORE_NATIVE_SRCS := $(wildcard pyproject.toml) \
+  $(shell find runtime-cpp schema -type f -not -name '*.pyc' 2>/dev/null)
+XNNPACK_NATIVE_SRCS := $(wildcard plugins/xnnpack/pyproject.toml plugins/xnnpack/CMakeLists.txt) \
+  $(shell find plugins/xnnpack/runtime plugins/xnnpack/schema plugins/xnnpack/cmake -type f 2>/dev/null)
+
+.PHONY: venv system xnnpack install native test demo oracle clean help
+
+help:
+	@sed -n '1,12p' Makefile
+
+# ---- Python environment ---------------------------------------------------------------------------
+venv: $(VENV)/.stamp-venv
+
+$(VENV)/.stamp-venv: requirements-dev.txt
+	@test -x $(PY) || { echo "make: creating $(VENV) with $(PYTHON3)"; $(PYTHON3) -m venv $(VENV); }
+	$(PIP) install -q -r requirements-dev.txt
+	@touch $@
+
+# ---- Debian packages the build needs (root; quick when present) ----------------------------------
+system: $(VENV)/.stamp-system
+
+$(VENV)/.stamp-system: scripts/setup_system.sh | $(VENV)/.stamp-venv
+	bash scripts/setup_system.sh
+	@touch $@
+
+# ---- XNNPACK static libraries, cached per user; the prefix is written to $(XNNPACK_PREFIX_FILE) ---
+xnnpack: $(XNNPACK_PREFIX_FILE)
+
+# The file is rewritten only when the prefix changes, so installs that depend on it stay up to date.
+$(XNNPACK_PREFIX_FILE): scripts/xnnpack.sh FORCE | $(VENV)/.stamp-system
+	@prefix="$$(bash scripts/xnnpack.sh | tail -n1)"; \
+	 test -d "$$prefix/lib" || { echo "make: scripts/xnnpack.sh printed no prefix" >&2; exit 1; }; \
+	 if [[ "$$(cat $@ 2>/dev/null)" != "$$prefix" ]]; then echo "$$prefix" > $@; fi; \
+	 echo "XNNPACK prefix: $$prefix"
+
+FORCE:
+
+# ---- editable installs of the core and the XNNPACK plugin (native builds are serialised) ----------
+install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack
+
+$(VENV)/.stamp-install-core: $(CORE_NATIVE_SRCS) $(VENV)/.stamp-venv | $(VENV)/.stamp-system
+	@test -f pyproject.toml || { echo "make: pyproject.toml (core) does not exist yet" >&2; exit 1; }
+	flock $(LOCK) $(PIP) install -q --no-build-isolation -e .
+	@touch $@
+
+$(VENV)/.stamp-install-xnnpack: $(XNNPACK_NATIVE_SRCS) $(VENV)/.stamp-install-core $(XNNPACK_PREFIX_FILE)
+	@test -f plugins/xnnpack/pyproject.toml || { echo "make: plugins/xnnpack/pyproject.toml does not exist yet" >&2; exit 1; }
+	XNNPACK_ROOT="$$(cat $(XNNPACK_PREFIX_FILE))" flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/xnnpack
+	@touch $@
+
+# ---- standalone CMake tree for the native runner and the C++ tests -------------------------------
+# Runner and tests are switched on when their directories exist in runtime-cpp/.
+NATIVE_RUNNER := $(if $(wildcard runtime-cpp/runner/CMakeLists.txt),ON,OFF)
+NATIVE_TESTS := $(if $(wildcard runtime-cpp/tests/CMakeLists.txt),ON,OFF)
+
+native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv
+	@if [[ ! -f $(NATIVE_DIR)/build.ninja || $(NATIVE_DIR)/.configured-with -ot Makefile \
+	      || "$$(cat $(NATIVE_DIR)/.configured-with 2>/dev/null)" != "$(NATIVE_RUNNER) $(NATIVE_TESTS) $(NATIVE_CMAKE_ARGS)" ]]; then \
+	  $(VENV)/bin/cmake -S runtime-cpp -B $(NATIVE_DIR) -G Ninja \
+	    -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DCMAKE_BUILD_TYPE=Release \
+	    -DPython_EXECUTABLE=$(abspath $(PY)) \
+	    -DCMAKE_PREFIX_PATH="$$(cat $(XNNPACK_PREFIX_FILE))" \
+	    -DETKIT_BUILD_RUNNER=$(NATIVE_RUNNER) -DETKIT_BUILD_TESTS=$(NATIVE_TESTS) $(NATIVE_CMAKE_ARGS) \
+	  && echo "$(NATIVE_RUNNER) $(NATIVE_TESTS) $(NATIVE_CMAKE_ARGS)" > $(NATIVE_DIR)/.configured-with; \
+	fi
+	flock $(LOCK) $(VENV)/bin/cmake --build $(NATIVE_DIR) -j $(JOBS)
+
+# ---- tests and demo -------------------------------------------------------------------------------
+TEST_PATHS := $(wildcard tests plugins/xnnpack/tests)
+
+test: venv system xnnpack install native
+	@rc=0; ETKIT_XNNPACK_THREADS=1 $(PY) -m pytest -q $(PYTEST_ARGS) $(TEST_PATHS) || rc=$$?; \
+	 if [[ $$rc -eq 5 ]]; then echo "make: pytest collected no tests"; rc=0; fi; \
+	 if [[ $$rc -ne 0 ]]; then exit $$rc; fi
+	@if [[ -f $(NATIVE_DIR)/CTestTestfile.cmake ]]; then \
+	  $(VENV)/bin/ctest --test-dir $(NATIVE_DIR) --output-on-failure; \
+	fi
+
+demo: venv system xnnpack install native
+	$(PY) examples/demo.py
+
+# ---- the ExecuTorch 1.5.1 oracle used by interop tests (never imported by etkit) ------------------
+oracle: $(VENV)/.stamp-venv
+	bash scripts/et_oracle.sh
+
+clean:
+	rm -rf build $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack

@@ -1,0 +1,358 @@
+"""Python API over etkit's C++ runtime, mirroring ``executorch.runtime``.
+
+    from etkit.runtime import Runtime
+    runtime = Runtime.get()
+    program = runtime.load_program("model.pte")          # path, Path or bytes
+    method = program.load_method("forward")
+    outputs = method.execute([torch.randn(2, 3)])        # list[torch.Tensor]
+
+Programs are loaded by the C++ loader (``etkit._runtime``), which verifies the flatbuffer and every
+segment reference: a truncated or corrupted file raises :class:`EtkitRuntimeError` with a message,
+never crashes. Seed page: "ExecuTorch Runtime Overview"; API shape: ExecuTorch's
+``executorch/runtime/__init__.py``.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from etkit import _runtime
+from etkit._runtime import EtkitRuntimeError
+
+__all__ = [
+    "BackendRegistry",
+    "EtkitRuntimeError",
+    "Method",
+    "MethodMeta",
+    "OperatorRegistry",
+    "Program",
+    "Runtime",
+    "TensorInfo",
+    "Verification",
+]
+
+BACKEND_ABI_VERSION: int = _runtime.BACKEND_ABI_VERSION
+
+
+class Verification(enum.IntEnum):
+    """How much of a program the loader checks (ExecuTorch's ``Program::Verification``).
+
+    ``Minimal`` checks the header, identifier and segment bounds; ``InternalConsistency`` also runs the
+    flatbuffers verifier over the whole program (the default; needed to reject corrupted files safely).
+    """
+
+    Minimal = 0
+    InternalConsistency = 1
+
+
+# ScalarType numbering of schema/scalar_type.fbs (ExecuTorch's) <-> torch dtypes.
+_SCALAR_TYPE_TO_DTYPE = {}
+_DTYPE_TO_SCALAR_TYPE = {}
+
+
+def _init_dtype_tables() -> None:
+    import torch
+
+    pairs = {
+        0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+        5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16,
+        27: torch.uint16, 28: torch.uint32, 29: torch.uint64,
+    }
+    for code, dtype in pairs.items():
+        _SCALAR_TYPE_TO_DTYPE[code] = dtype
+        _DTYPE_TO_SCALAR_TYPE[dtype] = code
+
+
+def _dtype_of(scalar_type: int):
+    if not _SCALAR_TYPE_TO_DTYPE:
+        _init_dtype_tables()
+    try:
+        return _SCALAR_TYPE_TO_DTYPE[scalar_type]
+    except KeyError:
+        raise EtkitRuntimeError(f"scalar type {scalar_type} has no torch dtype") from None
+
+
+def _scalar_type_of(dtype) -> int:
+    if not _DTYPE_TO_SCALAR_TYPE:
+        _init_dtype_tables()
+    try:
+        return _DTYPE_TO_SCALAR_TYPE[dtype]
+    except KeyError:
+        raise TypeError(f"torch dtype {dtype} is not supported by the etkit runtime") from None
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Planned shape and dtype of one method input or output tensor.
+
+    ``sizes`` are upper bounds when ``dynamic`` is true.
+    """
+
+    dtype: Any  # torch.dtype
+    sizes: tuple[int, ...]
+    dim_order: tuple[int, ...]
+    nbytes: int
+    is_memory_planned: bool
+    dynamic: bool
+
+    @classmethod
+    def _from_dict(cls, d: dict) -> "TensorInfo":
+        return cls(
+            dtype=_dtype_of(d["scalar_type"]),
+            sizes=tuple(d["sizes"]),
+            dim_order=tuple(d["dim_order"]),
+            nbytes=d["nbytes"],
+            is_memory_planned=d["is_memory_planned"],
+            dynamic=d["dynamic"],
+        )
+
+
+@dataclass(frozen=True)
+class MethodMeta:
+    """What a method takes and returns (ExecuTorch's ``MethodMeta``).
+
+    ``input_tags``/``output_tags`` are EValue tags ("Tensor", "Int", ...); ``input_tensor_meta(i)``
+    is None for non-tensor inputs.
+    """
+
+    name: str
+    input_tags: tuple[str, ...]
+    output_tags: tuple[str, ...]
+    inputs: tuple[TensorInfo | None, ...]
+    outputs: tuple[TensorInfo | None, ...]
+    backends: tuple[str, ...]
+    memory_planned_buffer_sizes: tuple[int, ...]
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.outputs)
+
+    def input_tensor_meta(self, index: int) -> TensorInfo | None:
+        return self.inputs[index]
+
+    def output_tensor_meta(self, index: int) -> TensorInfo | None:
+        return self.outputs[index]
+
+    @classmethod
+    def _from_dict(cls, d: dict) -> "MethodMeta":
+        def info(e):
+            return TensorInfo._from_dict(e["tensor"]) if "tensor" in e else None
+
+        return cls(
+            name=d["name"],
+            input_tags=tuple(e["tag"] for e in d["inputs"]),
+            output_tags=tuple(e["tag"] for e in d["outputs"]),
+            inputs=tuple(info(e) for e in d["inputs"]),
+            outputs=tuple(info(e) for e in d["outputs"]),
+            backends=tuple(d["backends"]),
+            memory_planned_buffer_sizes=tuple(d["memory_planned_buffer_sizes"]),
+        )
+
+
+class Method:
+    """A loaded method; ``execute`` runs it. Not thread-safe: use one Method per thread."""
+
+    def __init__(self, native, meta: MethodMeta):
+        self._native = native
+        self._meta = meta
+
+    @property
+    def metadata(self) -> MethodMeta:
+        return self._meta
+
+    def execute(self, inputs: Sequence[Any]) -> list:
+        """Runs the method on ``inputs`` (torch.Tensors for tensor inputs, Python scalars otherwise).
+
+        Each tensor must have the planned dtype and rank, and the planned sizes unless the input is
+        dynamic (then at most the planned upper bounds). Returns the outputs as new torch.Tensors
+        (copies: they stay valid after the next execute) or Python scalars.
+
+        Raises:
+            ValueError: wrong number of inputs, or an input's dtype/shape differs from the plan
+                (the message names the input, the expected and the given dtype/shape).
+            EtkitRuntimeError: a kernel or delegate failed (the message names the op and reason).
+        """
+        import torch
+
+        inputs = list(inputs)
+        meta = self._meta
+        if len(inputs) != meta.num_inputs:
+            raise ValueError(
+                f"method '{meta.name}' takes {meta.num_inputs} inputs, got {len(inputs)}"
+            )
+        native_inputs = []
+        for i, (value, info) in enumerate(zip(inputs, meta.inputs)):
+            if info is None:
+                native_inputs.append(value)
+                continue
+            if not isinstance(value, torch.Tensor):
+                raise ValueError(
+                    f"method '{meta.name}' input {i} must be a torch.Tensor of dtype {info.dtype} and "
+                    f"shape {list(info.sizes)}, got {type(value).__name__}"
+                )
+            if value.dtype != info.dtype:
+                raise ValueError(
+                    f"method '{meta.name}' input {i} expects dtype {info.dtype}, got {value.dtype}"
+                )
+            shape = tuple(value.shape)
+            bad_rank = len(shape) != len(info.sizes)
+            if bad_rank or (not info.dynamic and shape != info.sizes) or (
+                info.dynamic and any(s > b for s, b in zip(shape, info.sizes))
+            ):
+                kind = "at most " if info.dynamic else ""
+                raise ValueError(
+                    f"method '{meta.name}' input {i} expects shape {kind}{list(info.sizes)}, got {list(shape)}"
+                )
+            t = value.detach().contiguous()
+            if t.device.type != "cpu":
+                t = t.cpu()
+            # Reinterpret as bytes so every dtype (bfloat16 included) passes through the buffer protocol.
+            raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else t.new_empty(0, dtype=torch.uint8).numpy()
+            native_inputs.append((_scalar_type_of(t.dtype), list(shape), raw))
+        results = self._native.execute(native_inputs)
+        outputs = []
+        for r in results:
+            if isinstance(r, tuple):
+                scalar_type, sizes, data = r
+                tensor = torch.from_numpy(data).view(_dtype_of(scalar_type)).reshape(sizes)
+                outputs.append(tensor)
+            else:
+                outputs.append(r)
+        return outputs
+
+    def __call__(self, *inputs):
+        return self.execute(inputs)
+
+
+class Program:
+    """A loaded .pte program (ExecuTorch's ``executorch.runtime.Program``)."""
+
+    def __init__(self, native):
+        self._native = native
+        self._method_names = tuple(native.method_names())
+
+    @property
+    def method_names(self) -> set[str]:
+        return set(self._method_names)
+
+    def metadata(self, method_name: str) -> MethodMeta:
+        """Raises EtkitRuntimeError naming the method and the available ones if it does not exist."""
+        return MethodMeta._from_dict(self._native.method_meta(method_name))
+
+    def load_method(self, name: str = "forward") -> Method:
+        """Loads ``name``: allocates its planned memory and initialises its delegates.
+
+        Raises:
+            EtkitRuntimeError: unknown method, missing kernel (names the op), missing backend
+                ("program needs backend 'X' which is not registered in this runtime; install/link
+                its plugin"), or a backend's init failure.
+        """
+        native = self._native.load_method(name)
+        return Method(native, MethodMeta._from_dict(native.meta()))
+
+
+class BackendRegistry:
+    """Backends registered with the C++ runtime in this process."""
+
+    @property
+    def registered_backend_names(self) -> list[str]:
+        return list(_runtime.registered_backend_names())
+
+    def is_available(self, backend_name: str) -> bool:
+        return bool(_runtime.is_backend_available(backend_name))
+
+
+class OperatorRegistry:
+    """Kernels registered with the C++ runtime ("aten::add.out", ...)."""
+
+    @property
+    def operator_names(self) -> set[str]:
+        return set(_runtime.registered_kernel_names())
+
+
+class Runtime:
+    """Process-wide entry point (ExecuTorch's ``executorch.runtime.Runtime``)."""
+
+    _instance: "Runtime | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.backend_registry = BackendRegistry()
+        self.operator_registry = OperatorRegistry()
+        self.plugin_import_errors: dict[str, str] = {}
+
+    @classmethod
+    def get(cls) -> "Runtime":
+        """The singleton. On first use imports every available plugin's runtime module, whose import
+        registers its C++ delegate; a plugin whose module fails to import is skipped with a warning
+        (recorded in ``plugin_import_errors``)."""
+        with cls._lock:
+            if cls._instance is None:
+                runtime = cls()
+                runtime._import_plugin_runtimes()
+                cls._instance = runtime
+            return cls._instance
+
+    def _import_plugin_runtimes(self) -> None:
+        import importlib
+
+        try:
+            from etkit.plugins.manager import get_backend_specs
+
+            specs = get_backend_specs()
+        except Exception as exc:  # plugin discovery unavailable: portable-only runtime
+            self.plugin_import_errors["<discovery>"] = repr(exc)
+            return
+        for spec in specs:
+            module = getattr(spec, "runtime_module", None)
+            if not module:
+                continue
+            try:
+                availability = spec.is_available()
+                ok = availability[0] if isinstance(availability, tuple) else bool(availability)
+            except Exception as exc:
+                ok = False
+                availability = repr(exc)
+            if not ok:
+                continue
+            try:
+                importlib.import_module(module)
+            except Exception as exc:
+                self.plugin_import_errors[spec.backend_id] = f"{module}: {exc!r}"
+                warnings.warn(
+                    f"etkit: backend '{spec.backend_id}' runtime module '{module}' failed to import: {exc}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+
+    def load_program(
+        self,
+        data: "str | os.PathLike | bytes | bytearray | memoryview",
+        verification: Verification = Verification.InternalConsistency,
+    ) -> Program:
+        """Loads a .pte from a path or from bytes.
+
+        Raises:
+            EtkitRuntimeError: the file cannot be opened, or is not a valid program (truncated,
+                corrupted, wrong identifier); the message says which check failed.
+        """
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            return Program(_runtime.Program.load_bytes(bytes(data), int(verification)))
+        return Program(_runtime.Program.load_file(os.fspath(Path(data)), int(verification)))
+
+    def set_backend_option(self, backend_id: str, key: str, value: int) -> None:
+        """Forwards ``key=value`` (e.g. "num_threads") to one backend, or to all with ``"*"``.
+
+        Raises:
+            EtkitRuntimeError: unknown backend, or no backend supports the option.
+        """
+        _runtime.set_backend_option(backend_id, key, int(value))

@@ -1,0 +1,22 @@
+"""etkit's XNNPACK backend plugin: ``XnnpackPartitioner`` and ``XnnpackBackend`` (preprocess).
+
+Attributes resolve lazily so that importing the package (e.g. from the plugin entry point) does not
+import torch.
+"""
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "XnnpackPartitioner": "etkit_xnnpack.partition.partitioner",
+    "ConfigPrecisionType": "etkit_xnnpack.partition.config_base",
+    "XnnpackBackend": "etkit_xnnpack.preprocess",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'etkit_xnnpack' has no attribute {name!r}")

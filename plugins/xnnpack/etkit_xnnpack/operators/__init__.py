@@ -1,0 +1,9 @@
+"""Op lowerings: each writes the XNNPACK nodes for one ATen op into an ``XnnGraphBuilder``.
+
+Importing this package fills :data:`registry.LOWERINGS`.
+"""
+from . import elementwise, gemm, norm, pooling, shape  # noqa: F401  (registration)
+from .context import LoweringContext, LoweringError
+from .registry import LOWERINGS
+
+__all__ = ["LOWERINGS", "LoweringContext", "LoweringError"]

@@ -1,0 +1,231 @@
+"""State shared by the op lowerings while one partition becomes an ``XNNGraph``.
+
+Memory format. The partition's inputs and outputs are contiguous (NCHW for 4-D tensors), but
+XNNPACK's convolutions and poolings work on NHWC data. Like ExecuTorch's XNNPACK backend
+(``ChannelsLastTaggedReshapePass`` + ``op_to_copy``), the payload expresses this with explicit
+``XNNStaticTranspose`` nodes: a value is kept in one of two layouts, ``CONTIG`` (the PyTorch
+shape) or ``NHWC`` (a 4-D NCHW tensor whose dims are stored as [N, H, W, C]). An op that needs
+NHWC gets its input transposed once (perm [0, 2, 3, 1]) and the result cached; an op that needs
+the PyTorch layout gets it back (perm [0, 3, 1, 2]). Element-wise ops run in whatever layout their
+inputs already have, so a chain conv -> add -> clamp -> conv stays in NHWC. Delegate outputs are
+always contiguous.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch.export import ExportedProgram
+
+from ..serialization.graph_builder import XNN_INVALID_VALUE_ID, XnnGraphBuilder
+
+CONTIG = "contig"
+NHWC = "nhwc"
+PERM_NCHW_TO_NHWC = [0, 2, 3, 1]
+PERM_NHWC_TO_NCHW = [0, 3, 1, 2]
+
+#: XNNDatatype numbers for the dtypes this backend handles.
+XNN_DATATYPES = {torch.float32: 1}
+
+aten = torch.ops.aten
+
+#: Ops evaluated at preprocess time when every tensor argument is a constant (weights seen through
+#: permute/view/transpose, as ExecuTorch's ConstPropPass does before serializing).
+FOLDABLE_OPS = {
+    aten.permute_copy.default, aten.permute.default, aten.view_copy.default, aten.view.default,
+    aten._unsafe_view.default, aten.reshape.default, aten.t_copy.default, aten.t.default,
+    aten.transpose_copy.int, aten.transpose.int, aten.unsqueeze_copy.default, aten.unsqueeze.default,
+    aten.squeeze_copy.dim, aten.squeeze_copy.dims, aten.squeeze_copy.default, aten.squeeze.dim,
+    aten.clone.default, aten.alias_copy.default, aten.detach_copy.default, aten.expand_copy.default,
+    aten.expand.default, aten.slice_copy.Tensor, aten.slice.Tensor, aten.select_copy.int, aten.select.int,
+}
+
+
+class LoweringError(RuntimeError):
+    """A node of the partition cannot be written as XNNPACK nodes (names node, op and reason)."""
+
+
+def node_desc(node: torch.fx.Node) -> str:
+    target = node.target
+    name = str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+    return f"{name} (node {node.name})"
+
+
+def tensor_meta(node: torch.fx.Node) -> torch.Tensor:
+    """The fake tensor describing ``node``'s (first) tensor result."""
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        val = val[0]
+    if not isinstance(val, torch.Tensor):
+        raise LoweringError(f"{node_desc(node)}: no tensor metadata (node.meta['val']); re-export the model")
+    return val
+
+
+def static_shape(node: torch.fx.Node) -> list[int]:
+    shape = tensor_meta(node).shape
+    try:
+        return [int(d) for d in shape]
+    except (TypeError, ValueError):
+        raise LoweringError(f"{node_desc(node)}: dynamic shape {list(shape)} is not supported by the XNNPACK "
+                            f"delegate; export with static shapes") from None
+
+
+class LoweringContext:
+    """Maps graph nodes to XNNPACK value ids (per layout) and hands out constants."""
+
+    def __init__(self, ep: ExportedProgram, builder: XnnGraphBuilder) -> None:
+        from etkit.backend.utils import get_constant
+
+        self.ep = ep
+        self.builder = builder
+        self._get_constant = get_constant
+        self._ids: dict[torch.fx.Node, dict[str, int]] = {}
+        self._primary: dict[torch.fx.Node, str] = {}
+        self._const_cache: dict[torch.fx.Node, Optional[torch.Tensor]] = {}
+        self._const_values: dict[tuple[int, str], int] = {}
+        #: conv node -> batch-norm node folded into it (filled by the batch-norm fusion pre-pass).
+        self.bn_folded_into: dict[torch.fx.Node, torch.fx.Node] = {}
+        #: split-like nodes whose getitem users are lowered one by one.
+        self.multi_output_ops: set[torch.fx.Node] = set()
+        self.debug_handle = 0
+
+    # ---- constants ----------------------------------------------------------------------------
+
+    def constant(self, node: Any) -> Optional[torch.Tensor]:
+        """The value of ``node`` if it is known at preprocess time (a constant placeholder, or a
+        foldable op on constants), else None."""
+        if not isinstance(node, torch.fx.Node):
+            return None
+        if node in self._const_cache:
+            return self._const_cache[node]
+        value: Optional[torch.Tensor] = None
+        if node.op == "placeholder":
+            value = self._get_constant(self.ep, node)
+        elif node.op == "call_function" and node.target in FOLDABLE_OPS:
+            inputs = node.all_input_nodes
+            if inputs and all(self.constant(n) is not None for n in inputs):
+                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: self.constant(n))
+                with torch.no_grad():
+                    value = node.target(*args, **kwargs)
+        self._const_cache[node] = value
+        return value
+
+    def is_constant(self, node: Any) -> bool:
+        return self.constant(node) is not None
+
+    def constant_value(self, tensor: torch.Tensor, layout: str = CONTIG, key: Any = None) -> int:
+        """Define (once per ``key`` and layout) a constant value holding ``tensor`` as fp32."""
+        cache_key = (id(key) if key is not None else None, layout)
+        if key is not None and cache_key in self._const_values:
+            return self._const_values[cache_key]
+        t = tensor.detach().to(torch.float32)
+        if layout == NHWC:
+            t = t.permute(PERM_NCHW_TO_NHWC)
+        vid = self.builder.add_constant(t.contiguous().numpy())
+        if key is not None:
+            self._const_values[cache_key] = vid
+        return vid
+
+    def scalar_value(self, number: float) -> int:
+        """A 1-element fp32 constant (used for the Scalar operand of add/mul/...)."""
+        return self.builder.add_constant(np.asarray([number], dtype=np.float32))
+
+    # ---- values -------------------------------------------------------------------------------
+
+    def has_value(self, node: torch.fx.Node) -> bool:
+        return node in self._ids
+
+    def primary_layout(self, node: Any) -> str:
+        """Layout a node's result was computed in (constants and numbers: CONTIG)."""
+        if isinstance(node, torch.fx.Node) and node in self._primary:
+            return self._primary[node]
+        return CONTIG
+
+    def define(self, node: torch.fx.Node, layout: str = CONTIG, dims: Optional[list[int]] = None) -> int:
+        """Create the value holding ``node``'s result in ``layout`` and make it the primary one."""
+        if dims is None:
+            dims = static_shape(node)
+            if layout == NHWC:
+                if len(dims) != 4:
+                    raise LoweringError(f"{node_desc(node)}: NHWC layout needs a 4-D tensor, got shape {dims}")
+                dims = [dims[i] for i in PERM_NCHW_TO_NHWC]
+        dtype = tensor_meta(node).dtype
+        if dtype not in XNN_DATATYPES:
+            raise LoweringError(f"{node_desc(node)}: dtype {dtype} is not supported by the XNNPACK delegate "
+                                f"(supported: {', '.join(map(str, XNN_DATATYPES))})")
+        vid = self.builder.add_value(dims, datatype=XNN_DATATYPES[dtype])
+        self._ids.setdefault(node, {})[layout] = vid
+        self._primary.setdefault(node, layout)
+        return vid
+
+    def alias(self, node: torch.fx.Node, source: torch.fx.Node) -> None:
+        """Let ``node`` denote the very same values as ``source`` (getitem, folded batch norm)."""
+        self._ids[node] = self._ids[source]
+        self._primary[node] = self._primary[source]
+
+    def alias_constant(self, node: torch.fx.Node, source: torch.fx.Node) -> None:
+        """Let ``node`` name the materialized constant value of ``source``."""
+        vid = self.value(source)
+        self._ids[node] = {CONTIG: vid}
+        self._primary[node] = CONTIG
+
+    def value(self, arg: Any, layout: str = CONTIG, *, const_key_prefix: str = "") -> int:
+        """The value id of ``arg`` in ``layout``: transposes a computed value if needed, materializes a
+        constant, or creates a 1-element constant for a Python number.
+
+        Raises:
+            LoweringError: if ``arg`` was never defined (the partition is not topologically ordered
+                or an op is missing a lowering).
+        """
+        if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+            return self.scalar_value(float(arg))
+        if not isinstance(arg, torch.fx.Node):
+            raise LoweringError(f"cannot use {arg!r} as an XNNPACK tensor")
+        if arg not in self._ids:
+            const = self.constant(arg)
+            if const is not None:
+                if layout == NHWC and const.dim() != 4:
+                    raise LoweringError(f"constant {arg.name} of shape {list(const.shape)} cannot be used in NHWC layout")
+                return self.constant_value(const, layout, key=arg)
+            raise LoweringError(f"value of node {arg.name} used before it was defined")
+        per_layout = self._ids[arg]
+        if layout in per_layout:
+            return per_layout[layout]
+        src_layout, src = next(iter(per_layout.items()))
+        perm = PERM_NCHW_TO_NHWC if layout == NHWC else PERM_NHWC_TO_NCHW
+        src_dims = self.builder.dims(src)
+        if len(src_dims) != 4:
+            raise LoweringError(f"node {arg.name}: cannot change layout of a {len(src_dims)}-D tensor")
+        out = self.builder.add_value([src_dims[p] for p in perm], datatype=self.builder.tensor_value(src).datatype)
+        self.transpose(src, out, perm)
+        per_layout[layout] = out
+        return out
+
+    # ---- helpers for common node shapes -------------------------------------------------------
+
+    def transpose(self, src: int, dst: int, perm: list[int]) -> None:
+        self.builder.add_node("XNNStaticTranspose", "XNNStaticTranspose", numDims=len(perm), perm=list(perm),
+                              inputId=src, outputId=dst, flags=0, debug_handle=self.debug_handle)
+
+    def unary(self, union: str, src: int, dst: int, output_min_max=None) -> None:
+        self.builder.add_node(union, "_XNNNode1x1", inputId=src, outputId=dst, flags=0,
+                              output_min_max=output_min_max, debug_handle=self.debug_handle)
+
+    def binary(self, union: str, a: int, b: int, dst: int, output_min_max=None) -> None:
+        self.builder.add_node(union, "_XNNNode2x1", input1Id=a, input2Id=b, outputId=dst, flags=0,
+                              output_min_max=output_min_max, debug_handle=self.debug_handle)
+
+    def reshape(self, src: int, dst: int, new_shape: list[int]) -> None:
+        self.builder.add_node("XNNStaticReshape", "XNNStaticReshape", numDims=len(new_shape),
+                              newShape=list(new_shape), inputId=src, outputId=dst, flags=0,
+                              debug_handle=self.debug_handle)
+
+    def is_external_or_constant(self, vid: int) -> bool:
+        tv = self.builder.tensor_value(vid)
+        return tv.externalId != XNN_INVALID_VALUE_ID or tv.constantBufferIdx != 0
+
+
+def is_getitem(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target is operator.getitem

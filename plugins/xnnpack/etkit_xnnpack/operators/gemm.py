@@ -1,0 +1,120 @@
+"""Matrix products and convolutions: XNNFullyConnected, XNNBatchMatrixMultiply, XNNConv2d,
+XNNDepthwiseConv2d (with batch norm folded into the convolution's weights).
+
+Weight layouts written to the payload (XNNPACK's, as ExecuTorch's op_conv2d / op_linear write them):
+    fully connected  filter [output_channels, input_channels], bias [output_channels]
+    convolution      filter OHWI  [out_channels, kernel_h, kernel_w, in_channels / groups]
+    depthwise        filter 1HWO  [1, kernel_h, kernel_w, out_channels]
+"""
+from __future__ import annotations
+
+import torch
+
+from ..serialization.graph_builder import XNN_INVALID_VALUE_ID
+from .context import CONTIG, NHWC, LoweringContext, LoweringError, node_desc
+from .registry import lowers, op
+
+
+def _const(ctx: LoweringContext, node: torch.fx.Node, arg, what: str) -> torch.Tensor:
+    value = ctx.constant(arg)
+    if value is None:
+        raise LoweringError(f"{node_desc(node)}: {what} is not a constant; XNNPACK needs static weights")
+    return value.detach().to(torch.float32)
+
+
+def _fully_connected(ctx: LoweringContext, node: torch.fx.Node, x, weight_nk: torch.Tensor,
+                     bias: torch.Tensor | None) -> None:
+    filter_id = ctx.constant_value(weight_nk.contiguous())
+    bias_id = ctx.constant_value(bias.reshape(-1)) if bias is not None else XNN_INVALID_VALUE_ID
+    ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=ctx.value(x, CONTIG), filterId=filter_id,
+                         biasId=bias_id, outputId=ctx.define(node, CONTIG), flags=0, debug_handle=ctx.debug_handle)
+
+
+@lowers(op("linear"))
+def lower_linear(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    """linear(x, W[N, K], b[N]?) -> fully connected."""
+    weight = _const(ctx, node, node.args[1], "weight")
+    bias_arg = node.args[2] if len(node.args) > 2 else None
+    bias = _const(ctx, node, bias_arg, "bias") if bias_arg is not None else None
+    _fully_connected(ctx, node, node.args[0], weight, bias)
+
+
+@lowers(op("addmm"))
+def lower_addmm(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    """addmm(b[N], x[M, K], W2[K, N]) -> fully connected with filter W2^T (beta = alpha = 1)."""
+    if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
+        raise LoweringError(f"{node_desc(node)}: beta/alpha other than 1 are not supported")
+    weight = _const(ctx, node, node.args[2], "mat2 (weight)")
+    bias = _const(ctx, node, node.args[0], "bias")
+    _fully_connected(ctx, node, node.args[1], weight.t(), bias)
+
+
+@lowers(op("mm"))
+def lower_mm(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    """mm(x[M, K], W2[K, N]) with constant W2 -> fully connected without bias."""
+    weight = _const(ctx, node, node.args[1], "mat2 (weight)")
+    _fully_connected(ctx, node, node.args[0], weight.t(), None)
+
+
+@lowers(op("bmm"))
+def lower_bmm(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    a, b = node.args[0], node.args[1]
+    ctx.binary("XNNBatchMatrixMultiply", ctx.value(a, CONTIG), ctx.value(b, CONTIG), ctx.define(node, CONTIG))
+
+
+def _pair(v) -> list[int]:
+    v = list(v)
+    return v * 2 if len(v) == 1 else v
+
+
+def fold_batch_norm(weight: torch.Tensor, bias: torch.Tensor | None, bn_args, ctx: LoweringContext,
+                    bn: torch.fx.Node) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fold ``_native_batch_norm_legit_no_training(conv(x), gamma, beta, mean, var, momentum, eps)``
+    into the convolution: ``W' = W * s``, ``b' = (b - mean) * s + beta`` with ``s = gamma / sqrt(var + eps)``."""
+    gamma, beta, mean, var = (ctx.constant(a) if a is not None else None for a in bn_args[1:5])
+    eps = float(bn_args[6])
+    if mean is None or var is None:
+        raise LoweringError(f"{node_desc(bn)}: running mean/var are not constants")
+    out_channels = weight.shape[0]
+    scale = torch.rsqrt(var.float() + eps)
+    if gamma is not None:
+        scale = scale * gamma.float()
+    shift = beta.float() if beta is not None else torch.zeros(out_channels)
+    b = bias if bias is not None else torch.zeros(out_channels)
+    return weight * scale.reshape(-1, *([1] * (weight.dim() - 1))), (b - mean.float()) * scale + shift
+
+
+@lowers(op("convolution"))
+def lower_convolution(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    x, w_arg, b_arg, stride, padding, dilation, transposed, output_padding, groups = node.args[:9]
+    if transposed:
+        raise LoweringError(f"{node_desc(node)}: transposed convolution is not supported yet")
+    weight = _const(ctx, node, w_arg, "weight")
+    if weight.dim() != 4:
+        raise LoweringError(f"{node_desc(node)}: only 2-D convolution is supported (weight shape {list(weight.shape)})")
+    bias = _const(ctx, node, b_arg, "bias") if b_arg is not None else None
+    bn = ctx.bn_folded_into.get(node)
+    if bn is not None:
+        weight, bias = fold_batch_norm(weight, bias, bn.args, ctx, bn)
+    out_channels, group_in, kh, kw = weight.shape
+    group_out = out_channels // groups
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    depthwise = group_in == 1 and not transposed   # ExecuTorch's criterion (op_conv2d.py)
+    if depthwise:
+        filt = weight.permute(1, 2, 3, 0)              # [O, 1, kh, kw] -> 1HWO
+        union = "XNNDepthwiseConv2d"
+    else:
+        filt = weight.permute(0, 2, 3, 1)              # OIHW -> OHWI
+        union = "XNNConv2d"
+    filter_id = ctx.constant_value(filt.contiguous())
+    bias_id = ctx.constant_value(bias) if bias is not None else XNN_INVALID_VALUE_ID
+    input_id = ctx.value(x, NHWC)
+    output_id = ctx.define(node, NHWC)
+    ctx.builder.add_node(
+        union, "_XNNNodeConv",
+        paddingTop=padding[0], paddingRight=padding[1], paddingBottom=padding[0], paddingLeft=padding[1],
+        kernelHeight=kh, kernelWidth=kw, subsamplingHeight=stride[0], subsamplingWidth=stride[1],
+        dilationHeight=dilation[0], dilationWidth=dilation[1], groupInputChannels=group_in,
+        groupOutputChannels=group_out, groups=groups, adjustmentHeight=0, adjustmentWidth=0,
+        input1Id=input_id, filterId=filter_id, biasId=bias_id, outputId=output_id, flags=0,
+        debug_handle=ctx.debug_handle)

@@ -1,0 +1,132 @@
+"""Base of the per-op-family partitioner configs (ExecuTorch's ``XNNPartitionerConfig`` idea).
+
+A config names the ATen ops it handles (``targets``), the precisions it supports, ops to keep
+undecomposed, and a ``check(node, ep)`` that returns ``None`` when the node can be delegated or a
+:class:`~etkit.backend.Rejection` whose reason the user sees in the partition report, e.g.
+``aten.convolution.default (node conv2d_3): weight is not a constant``.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Optional, Sequence
+
+import torch
+from torch.export import ExportedProgram
+
+from etkit.backend import Rejection
+from etkit.backend.utils import node_target_name
+
+from ..operators.context import FOLDABLE_OPS
+
+#: Most dimensions an XNNPACK tensor may have.
+MAX_DIMS = 6
+
+
+class ConfigPrecisionType(enum.Enum):
+    """Numeric flavours a config may delegate (ExecuTorch's names); only FP32 is implemented."""
+
+    FP32 = 1
+    STATIC_QUANT = 2
+    DYNAMIC_QUANT = 3
+
+
+class ConstantAnalysis:
+    """Which nodes of a program are known at compile time: constant placeholders and
+    :data:`FOLDABLE_OPS` applied to constants (preprocess folds them, e.g. ``permute_copy(weight)``)."""
+
+    def __init__(self, ep: ExportedProgram) -> None:
+        from etkit.backend.utils import is_constant
+
+        self._const: set[torch.fx.Node] = set()
+        for node in ep.graph.nodes:
+            if node.op == "placeholder" and is_constant(ep, node):
+                self._const.add(node)
+            elif node.op == "call_function" and node.target in FOLDABLE_OPS:
+                inputs = node.all_input_nodes
+                if inputs and all(n in self._const for n in inputs):
+                    self._const.add(node)
+
+    def __call__(self, node) -> bool:
+        return isinstance(node, torch.fx.Node) and node in self._const
+
+
+def _constants(ep: ExportedProgram) -> ConstantAnalysis:
+    # Cached on the graph object so every config shares one analysis per partition() call.
+    cache = getattr(ep.graph, "_etkit_xnnpack_constants", None)
+    if cache is None or cache[0] is not ep:
+        cache = (ep, ConstantAnalysis(ep))
+        ep.graph._etkit_xnnpack_constants = cache
+    return cache[1]
+
+
+def is_constant(node, ep: ExportedProgram) -> bool:
+    """True if ``node`` is a constant (or foldable from constants) in ``ep``."""
+    return _constants(ep)(node)
+
+
+def tensor_vals(node: torch.fx.Node) -> list:
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (tuple, list)) else [val]
+    return [v for v in vals if isinstance(v, torch.Tensor)]
+
+
+class XnnpackOpConfig:
+    """One op family. Subclasses set ``targets`` and override :meth:`check_constraints`.
+
+    Attributes:
+        targets: the OpOverloads (or callables such as ``operator.getitem``) this config handles.
+        precisions: :class:`ConfigPrecisionType` values supported.
+        keep_undecomposed: composite ops the partitioner asks ``to_edge_transform_and_lower`` to keep
+            when this config can delegate them.
+        fp32_inputs_only: check that every tensor input and output is float32.
+    """
+
+    targets: Sequence = ()
+    precisions: Sequence[ConfigPrecisionType] = (ConfigPrecisionType.FP32,)
+    keep_undecomposed: Sequence = ()
+    fp32_inputs_only: bool = True
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def check(self, node: torch.fx.Node, ep: ExportedProgram) -> Optional[Rejection]:
+        """``None`` if ``node`` can be delegated, else why not."""
+        reason = self.check_common(node, ep) or self.check_constraints(node, ep)
+        if reason:
+            return Rejection(node.name, node_target_name(node), reason)
+        return None
+
+    def check_common(self, node: torch.fx.Node, ep: ExportedProgram) -> Optional[str]:
+        outs = tensor_vals(node)
+        if not outs:
+            return "no tensor metadata on the node (re-export the model)"
+        checked = list(outs)
+        if self.fp32_inputs_only:
+            checked += [v for n in node.all_input_nodes for v in tensor_vals(n)]
+        for v in checked:
+            if v.dtype != torch.float32:
+                return f"dtype {v.dtype} is not supported (XNNPACK delegate handles float32)"
+        for v in outs:
+            if any(not isinstance(d, int) for d in v.shape):
+                return f"dynamic shape {list(v.shape)} is not supported (export with static shapes)"
+            if v.dim() > MAX_DIMS:
+                return f"{v.dim()}-D tensor; XNNPACK supports at most {MAX_DIMS} dims"
+        return None
+
+    def check_constraints(self, node: torch.fx.Node, ep: ExportedProgram) -> Optional[str]:
+        """Op-specific checks; return a reason string to reject."""
+        return None
+
+
+def arg(node: torch.fx.Node, index: int, name: str, default=None):
+    """Positional-or-keyword argument ``index``/``name`` of ``node``."""
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def reset_constants(ep: ExportedProgram) -> None:
+    """Forget the cached :class:`ConstantAnalysis` of ``ep`` (call after the graph changed)."""
+    if hasattr(ep.graph, "_etkit_xnnpack_constants"):
+        del ep.graph._etkit_xnnpack_constants

@@ -1,0 +1,19 @@
+"""Every op-family config of the XNNPACK partitioner; :data:`ALL_CONFIGS` is the default set."""
+from .elementwise import (BinaryConfig, ClampConfig, EluConfig, GeluConfig, HardswishConfig, LeakyReluConfig,
+                          SoftmaxConfig, SquareConfig, ToCopyConfig, UnaryConfig)
+from .gemm import AddmmConfig, BmmConfig, ConvolutionConfig, LinearConfig, MmConfig
+from .pooling import (AvgPool2dConfig, BatchNormConfig, GetItemConfig, LayerNormConfig, MaxPool2dConfig,
+                      MeanDimConfig)
+from .shape import (CatConfig, ConstantPadConfig, ExpandConfig, PermuteConfig, ReshapeConfig, SliceConfig,
+                    SplitConfig)
+
+#: Config classes the partitioner uses by default (instantiated per partitioner).
+ALL_CONFIGS = (
+    ConvolutionConfig, LinearConfig, AddmmConfig, MmConfig, BmmConfig,
+    BinaryConfig, UnaryConfig, HardswishConfig, ClampConfig, GeluConfig, LeakyReluConfig, EluConfig, SquareConfig,
+    SoftmaxConfig, ToCopyConfig,
+    MeanDimConfig, AvgPool2dConfig, MaxPool2dConfig, BatchNormConfig, LayerNormConfig, GetItemConfig,
+    ReshapeConfig, PermuteConfig, ExpandConfig, CatConfig, SliceConfig, SplitConfig, ConstantPadConfig,
+)
+
+__all__ = [c.__name__ for c in ALL_CONFIGS] + ["ALL_CONFIGS"]

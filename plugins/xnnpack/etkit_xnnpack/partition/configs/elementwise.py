@@ -1,0 +1,131 @@
+"""Configs for element-wise ops: binary arithmetic, activations, softmax."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..config_base import XnnpackOpConfig, arg, tensor_vals
+
+aten = torch.ops.aten
+
+
+class BinaryConfig(XnnpackOpConfig):
+    """add, sub, mul, div, maximum, minimum (Tensor or Scalar operand; broadcasting allowed)."""
+
+    targets = (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
+               aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.maximum.default, aten.minimum.default)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        alpha = node.kwargs.get("alpha", 1)
+        if alpha != 1:
+            return f"alpha={alpha} is not supported (only 1)"
+        if node.target is aten.div.Tensor and node.kwargs.get("rounding_mode") is not None:
+            return f"rounding_mode={node.kwargs['rounding_mode']!r} is not supported"
+        for a in node.args[:2]:
+            if isinstance(a, bool) or not isinstance(a, (int, float, torch.fx.Node)):
+                return f"operand {a!r} is not a tensor or number"
+        return None
+
+
+class UnaryConfig(XnnpackOpConfig):
+    """One-input math ops XNNPACK has a node for, and dtype/layout preserving copies."""
+
+    targets = (aten.tanh.default, aten.sigmoid.default, aten.abs.default, aten.neg.default, aten.floor.default,
+               aten.ceil.default, aten.sqrt.default, aten.rsqrt.default, aten.exp.default, aten.log.default,
+               aten.sin.default, aten.cos.default, aten.clone.default, aten.alias_copy.default,
+               aten.detach_copy.default)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        mf = node.kwargs.get("memory_format")
+        if mf not in (None, torch.contiguous_format, torch.preserve_format):
+            return f"memory_format={mf} is not supported"
+        return None
+
+
+class HardswishConfig(XnnpackOpConfig):
+    """``aten.hardswish`` kept undecomposed (XNNPACK hardswish)."""
+
+    targets = (aten.hardswish.default,)
+    keep_undecomposed = (aten.hardswish.default,)
+
+
+class ClampConfig(XnnpackOpConfig):
+    """relu, hardtanh (relu6), clamp with number bounds -> XNNPACK clamp."""
+
+    targets = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        for bound in node.args[1:3]:
+            if bound is not None and not isinstance(bound, (int, float)):
+                return f"bound {bound!r} is not a number"
+        return None
+
+
+class GeluConfig(XnnpackOpConfig):
+    """gelu with approximate='none' (XNNPACK gelu is the erf form)."""
+
+    targets = (aten.gelu.default,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        approx = arg(node, 1, "approximate", "none")
+        if approx != "none":
+            return f"approximate={approx!r} is not supported (only 'none')"
+        return None
+
+
+class LeakyReluConfig(XnnpackOpConfig):
+    targets = (aten.leaky_relu.default,)
+
+
+class EluConfig(XnnpackOpConfig):
+    """elu with scale = input_scale = 1."""
+
+    targets = (aten.elu.default,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        if arg(node, 2, "scale", 1) != 1 or arg(node, 3, "input_scale", 1) != 1:
+            return "scale/input_scale other than 1 are not supported"
+        return None
+
+
+class SquareConfig(XnnpackOpConfig):
+    """``pow(x, 2)`` -> XNNPACK square."""
+
+    targets = (aten.pow.Tensor_Scalar,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        if node.args[1] != 2:
+            return f"exponent {node.args[1]} is not supported (only 2)"
+        return None
+
+
+class SoftmaxConfig(XnnpackOpConfig):
+    """``_softmax`` over the last dim."""
+
+    targets = (aten._softmax.default,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        rank = tensor_vals(node)[0].dim()
+        dim = node.args[1]
+        if rank == 0 or dim % rank != rank - 1:
+            return f"softmax over dim {dim} of a {rank}-D tensor; XNNPACK only supports the last dim"
+        if node.args[2]:
+            return "half_to_float=True is not supported"
+        return None
+
+
+class ToCopyConfig(XnnpackOpConfig):
+    """``_to_copy`` that changes neither dtype nor layout (a plain copy)."""
+
+    targets = (aten._to_copy.default,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        src = tensor_vals(node.args[0])[0]
+        out = tensor_vals(node)[0]
+        if src.dtype != out.dtype:
+            return f"dtype conversion {src.dtype} -> {out.dtype} is not supported"
+        mf = node.kwargs.get("memory_format")
+        if mf not in (None, torch.contiguous_format, torch.preserve_format):
+            return f"memory_format={mf} is not supported"
+        return None

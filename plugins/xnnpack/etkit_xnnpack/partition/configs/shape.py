@@ -1,0 +1,104 @@
+"""Configs for data-movement ops: reshapes, transposes, concatenation, slicing, padding."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..config_base import XnnpackOpConfig, arg, tensor_vals
+
+aten = torch.ops.aten
+
+
+class ReshapeConfig(XnnpackOpConfig):
+    """view/reshape, unsqueeze, squeeze (static shapes) -> XNNPACK static_reshape."""
+
+    targets = (aten.view_copy.default, aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+               aten.unsqueeze_copy.default, aten.unsqueeze.default, aten.squeeze_copy.dim, aten.squeeze_copy.dims,
+               aten.squeeze_copy.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+
+
+class PermuteConfig(XnnpackOpConfig):
+    """permute / transpose / t -> XNNPACK static_transpose."""
+
+    targets = (aten.permute_copy.default, aten.permute.default, aten.transpose_copy.int, aten.transpose.int,
+               aten.t_copy.default, aten.t.default)
+
+
+class ExpandConfig(XnnpackOpConfig):
+    """expand that keeps the shape (a copy); XNNPACK 2024-11-08 has no broadcast node in this schema."""
+
+    targets = (aten.expand_copy.default, aten.expand.default)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        src, out = tensor_vals(node.args[0])[0], tensor_vals(node)[0]
+        if list(src.shape) != list(out.shape):
+            return f"expand {list(src.shape)} -> {list(out.shape)} changes the shape (only no-op expands are supported)"
+        return None
+
+
+class CatConfig(XnnpackOpConfig):
+    """cat of float tensors, none empty."""
+
+    targets = (aten.cat.default,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        tensors = node.args[0]
+        if not tensors:
+            return "empty tensor list"
+        for t in tensors:
+            vals = tensor_vals(t) if isinstance(t, torch.fx.Node) else []
+            if not vals:
+                return "an input is not a tensor"
+            if vals[0].numel() == 0:
+                return f"input {t.name} is empty"
+        return None
+
+
+class SliceConfig(XnnpackOpConfig):
+    """slice with step 1 -> XNNPACK static_slice; select -> slice + reshape."""
+
+    targets = (aten.slice_copy.Tensor, aten.slice.Tensor, aten.select_copy.int, aten.select.int)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        if node.target in (aten.slice_copy.Tensor, aten.slice.Tensor):
+            step = arg(node, 4, "step", 1)
+            if step != 1:
+                return f"step={step} is not supported (only 1)"
+        if tensor_vals(node)[0].numel() == 0:
+            return "the result is empty"
+        return None
+
+
+class ConstantPadConfig(XnnpackOpConfig):
+    """constant_pad_nd with non-negative padding -> XNNPACK static_constant_pad."""
+
+    targets = (aten.constant_pad_nd.default,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        if any(p < 0 for p in node.args[1]):
+            return f"negative padding {list(node.args[1])} is not supported"
+        return None
+
+
+class SplitConfig(XnnpackOpConfig):
+    """split / split_with_sizes along a static dim -> one static slice per used output."""
+
+    targets = (aten.split_with_sizes_copy.default, aten.split_with_sizes.default, aten.split_copy.Tensor,
+               aten.split.Tensor)
+
+    def check_common(self, node, ep) -> Optional[str]:
+        for v in tensor_vals(node.args[0]) + tensor_vals(node):
+            if v.dtype != torch.float32:
+                return f"dtype {v.dtype} is not supported (XNNPACK delegate handles float32)"
+            if any(not isinstance(d, int) for d in v.shape):
+                return f"dynamic shape {list(v.shape)} is not supported (export with static shapes)"
+        return None
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        import operator
+        if any(u.target is not operator.getitem for u in node.users):
+            return "an output is used as a list (only getitem users are supported)"
+        if any(v.numel() == 0 for v in tensor_vals(node)):
+            return "an output is empty"
+        return None

@@ -1,0 +1,180 @@
+"""``XnnpackPartitioner``: tags the nodes of an Edge program that XNNPACK can run.
+
+Follows ExecuTorch's XNNPACK partitioner (seed pages "XNNPACK Backend", "Partitioner API"): one
+config per op family decides per node; supported nodes are grouped into cycle-free partitions by
+torch's ``CapabilityBasedPartitioner``; every partition gets its own tag
+(``node.meta["delegation_tag"]``) and the constants only it uses are tagged with it. Every node
+left out is reported with the reason (``report()``).
+"""
+from __future__ import annotations
+
+import collections
+import operator
+from typing import Callable, Iterable, Optional, Sequence
+
+import torch
+from torch.export import ExportedProgram
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from etkit.backend import (DELEGATION_TAG, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
+                           Rejection)
+from etkit.backend.utils import node_target_name, tag_constant_data
+
+from ..preprocess import BACKEND_ID
+from .config_base import ConfigPrecisionType, XnnpackOpConfig, is_constant, reset_constants
+from .configs import ALL_CONFIGS
+
+#: Reason given for a node whose op no config handles.
+NOT_IN_ANY_CONFIG = "op not in any config"
+
+
+class _Supported(OperatorSupportBase):
+    def __init__(self, nodes: set) -> None:
+        super().__init__()
+        self.nodes = nodes
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        return node in self.nodes
+
+
+class XnnpackPartitioner(Partitioner):
+    """Partition an Edge program for ``XnnpackBackend``.
+
+    Args:
+        configs: config classes (or instances) to use; default :data:`configs.ALL_CONFIGS`.
+        config_precisions: a :class:`ConfigPrecisionType` or list of them; keep only configs that
+            support one of them (default: all). Only FP32 is implemented.
+        per_op_mode: one partition per supported op (debugging aid, as in ExecuTorch).
+        verbose: print the report after each :meth:`partition`.
+    """
+
+    def __init__(self, configs: Optional[Iterable] = None,
+                 config_precisions: Optional[ConfigPrecisionType | Sequence[ConfigPrecisionType]] = None,
+                 per_op_mode: bool = False, verbose: bool = False) -> None:
+        super().__init__(DelegationSpec(BACKEND_ID, []))
+        instances = [c() if isinstance(c, type) else c for c in (configs if configs is not None else ALL_CONFIGS)]
+        if config_precisions is not None:
+            wanted = {config_precisions} if isinstance(config_precisions, ConfigPrecisionType) else set(config_precisions)
+            instances = [c for c in instances if wanted & set(c.precisions)]
+        self.configs: list[XnnpackOpConfig] = instances
+        self._by_target: dict = {}
+        for cfg in instances:
+            for t in cfg.targets:
+                self._by_target.setdefault(t, cfg)
+        self.per_op_mode = per_op_mode
+        self.verbose = verbose
+        self._report: Optional[PartitionReport] = None
+
+    # ---- decisions ----------------------------------------------------------------------------
+
+    def check_node(self, node: torch.fx.Node, ep: ExportedProgram) -> Optional[Rejection]:
+        """``None`` if ``node`` can be delegated, else the rejection with its reason."""
+        cfg = self._by_target.get(node.target)
+        if cfg is None:
+            return Rejection(node.name, node_target_name(node), NOT_IN_ANY_CONFIG)
+        return cfg.check(node, ep)
+
+    def _supported_nodes(self, ep: ExportedProgram) -> tuple[set, list]:
+        reset_constants(ep)
+        supported, rejected = set(), []
+        const_derived = []
+        for node in ep.graph.nodes:
+            if node.op != "call_function":
+                continue
+            rejection = self.check_node(node, ep)
+            if rejection is not None:
+                rejected.append(rejection)
+            elif is_constant(node, ep):
+                const_derived.append(node)  # decided below: only worth delegating next to its users
+            else:
+                supported.add(node)
+        # Fold-at-compile-time nodes (e.g. permute_copy(weight)) go with their users; walk users first
+        # so chains of them follow.
+        for node in reversed(const_derived):
+            if node.users and all(u in supported for u in node.users):
+                supported.add(node)
+        # getitem of an unsupported producer cannot go alone.
+        for node in list(supported):
+            if node.target is operator.getitem and node.args[0] not in supported:
+                supported.discard(node)
+                rejected.append(Rejection(node.name, "getitem", f"its producer {node.args[0].name} is not delegated"))
+        return supported, rejected
+
+    # ---- Partitioner API ----------------------------------------------------------------------
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        """Tag delegable nodes; returns the tags, each mapped to ``DelegationSpec("XnnpackBackend")``."""
+        ep = exported_program
+        supported, rejected = self._supported_nodes(ep)
+        gm = ep.graph_module
+        if self.per_op_mode:
+            groups = self._per_op_groups(ep, supported)
+        else:
+            proposer = CapabilityBasedPartitioner(gm, _Supported(supported), allows_single_node_partition=True)
+            groups = [list(p.nodes) for p in proposer.propose_partitions()]
+        # A partition of only compile-time constants would compute nothing at run time: skip it.
+        groups = [g for g in groups if not all(is_constant(n, ep) for n in g)]
+        order = self._order(ep)
+        groups.sort(key=lambda g: min(order[n] for n in g))
+        tags: dict[str, DelegationSpec] = {}
+        delegated = collections.Counter()
+        in_partition = set()
+        for i, nodes in enumerate(groups):
+            tag = f"xnnpack_{i}"
+            tags[tag] = self.delegation_spec
+            for n in nodes:
+                n.meta[DELEGATION_TAG] = tag
+                delegated[node_target_name(n)] += 1
+                in_partition.add(n)
+        for n in supported - in_partition:
+            rejected.append(Rejection(n.name, node_target_name(n), "supported, but only compile-time constant "
+                                      "work was around it; left to constant folding / the portable kernels"))
+        tag_constant_data(ep)
+        name_to_node = {n.name: n for n in ep.graph.nodes}
+        rejected.sort(key=lambda r: order.get(name_to_node.get(r.node_name), 0))
+        self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
+        if self.verbose:
+            print(self._report.format())
+        return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+
+    def _per_op_groups(self, ep: ExportedProgram, supported: set) -> list[list]:
+        """One group per op, keeping helpers with the op they serve: getitem with its producer,
+        compile-time constant nodes (folded weights) with their first user."""
+        owner: dict[torch.fx.Node, torch.fx.Node] = {}
+        for node in reversed(list(ep.graph.nodes)):
+            if node not in supported:
+                continue
+            if is_constant(node, ep):
+                user = next(iter(node.users))
+                owner[node] = owner.get(user, user)
+            elif node.target is operator.getitem:
+                owner[node] = node.args[0]
+            else:
+                owner[node] = node
+        groups: dict[torch.fx.Node, list] = {}
+        for node in ep.graph.nodes:
+            if node in owner:
+                groups.setdefault(owner[node], []).append(node)
+        return list(groups.values())
+
+    @staticmethod
+    def _order(ep: ExportedProgram) -> dict:
+        return {n: i for i, n in enumerate(ep.graph.nodes)}
+
+    def ops_to_not_decompose(
+        self, ep: ExportedProgram
+    ) -> tuple[list[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
+        """Composite ops kept whole when XNNPACK can run them (``aten.linear``, ``aten.hardswish``)."""
+        ops = [op for cfg in self.configs for op in cfg.keep_undecomposed]
+
+        reset_constants(ep)
+
+        def delegable(node: torch.fx.Node) -> bool:
+            return self.check_node(node, ep) is None
+
+        return ops, delegable
+
+    def report(self) -> Optional[PartitionReport]:
+        """Delegated op counts and every rejected node with its reason, for the last :meth:`partition`."""
+        return self._report

@@ -1,0 +1,121 @@
+"""``XnnpackBackend``: turns one partition into an XNNPACK delegate payload.
+
+The payload is ExecuTorch's XNNPACK payload (``XH00`` header, ``XN01`` flatbuffer graph from
+``schema/xnnpack_graph.fbs``, 16-byte aligned constant data; see
+:mod:`etkit_xnnpack.serialization.payload`), so the C++ delegate reads it the way ExecuTorch's
+``XNNCompiler`` does:
+
+- values: one ``XNNTensorValue`` per tensor; a value's id is its index. The partition's user inputs
+  are values 0..k-1 with external ids 0..k-1 (argument order), then the outputs get external ids
+  k.. in output order (``input_ids`` / ``output_ids`` list their value ids in that order).
+- constants (weights, biases, folded batch norm) live in the constant-data section; the graph's
+  ``constant_data[i]`` gives offset/size; ``named_key`` is not used.
+- NCHW: inputs and outputs stay contiguous; explicit ``XNNStaticTranspose`` nodes move 4-D data to
+  NHWC for convolutions/poolings and back (see :mod:`etkit_xnnpack.operators.context`).
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch.export import ExportedProgram
+
+from etkit.backend import BackendDetails, CompileSpec, PreprocessResult
+
+#: Backend id stored in the ``.pte`` (ExecuTorch's id, so payloads interoperate).
+BACKEND_ID = "XnnpackBackend"
+
+_BATCH_NORM = torch.ops.aten._native_batch_norm_legit_no_training.default
+_CONVOLUTION = torch.ops.aten.convolution.default
+
+
+def find_foldable_batch_norms(ep: ExportedProgram, ctx) -> dict:
+    """``{conv node: batch-norm node}`` for every batch norm whose input is a non-transposed
+    convolution with constant weights used only by that batch norm, with constant statistics."""
+    folds = {}
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or node.target is not _BATCH_NORM:
+            continue
+        conv = node.args[0]
+        if not (isinstance(conv, torch.fx.Node) and conv.op == "call_function" and conv.target is _CONVOLUTION):
+            continue
+        if len(conv.users) != 1 or conv.args[6] or not ctx.is_constant(conv.args[1]):
+            continue
+        if conv.args[2] is not None and not ctx.is_constant(conv.args[2]):
+            continue
+        if not all(a is None or ctx.is_constant(a) for a in node.args[1:5]):
+            continue
+        if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
+            continue
+        folds[conv] = node
+    return folds
+
+
+class XnnpackBackend(BackendDetails):
+    """ExecuTorch's ``XnnpackBackend``: preprocess for partitions tagged by ``XnnpackPartitioner``."""
+
+    @staticmethod
+    def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
+        """Serialize the partition ``edge_program`` as an XNNPACK payload.
+
+        Args:
+            edge_program: placeholders = constants then user inputs (delegate-argument order); the
+                output node lists the partition's outputs. fp32, static shapes.
+            compile_specs: unused for now.
+        Returns:
+            ``PreprocessResult(processed_bytes=payload)``.
+        Raises:
+            LoweringError: naming the node and op that cannot be expressed (the partitioner should not
+                have tagged it).
+        """
+        return PreprocessResult(processed_bytes=build_payload(edge_program), debug_handle_map={})
+
+
+def build_payload(ep: ExportedProgram) -> bytes:
+    """The payload bytes for ``ep`` (see :class:`XnnpackBackend.preprocess`)."""
+    from .operators import LOWERINGS, LoweringContext, LoweringError
+    from .operators.context import node_desc
+    from .serialization.graph_builder import XnnGraphBuilder
+    from etkit.backend.utils import is_constant
+
+    builder = XnnGraphBuilder()
+    ctx = LoweringContext(ep, builder)
+    ctx.bn_folded_into = find_foldable_batch_norms(ep, ctx)
+
+    graph = ep.graph
+    for node in graph.nodes:
+        if node.op == "placeholder" and not is_constant(ep, node):
+            vid = ctx.define(node)
+            builder.mark_external(vid, is_input=True)
+
+    output_node = None
+    for node in graph.nodes:
+        if node.op == "output":
+            output_node = node
+            continue
+        if node.op != "call_function":
+            continue
+        if ctx.constant(node) is not None:
+            continue  # folded at preprocess time; materialized where used
+        lowering = LOWERINGS.get(node.target)
+        if lowering is None:
+            raise LoweringError(f"{node_desc(node)} has no XNNPACK lowering; it should not have been partitioned "
+                                f"to XnnpackBackend")
+        ctx.debug_handle = int(node.meta.get("debug_handle", 0) or 0)
+        lowering(ctx, node)
+
+    outputs = output_node.args[0] if output_node is not None else []
+    if not isinstance(outputs, (list, tuple)):
+        outputs = [outputs]
+    for out in outputs:
+        if not isinstance(out, torch.fx.Node):
+            raise LoweringError(f"partition output {out!r} is not a tensor")
+        vid = ctx.value(out)
+        if ctx.is_external_or_constant(vid):
+            # A constant, an input, or a value already returned: XNNPACK needs a distinct value per
+            # extern, so copy it.
+            copy = builder.add_value(builder.dims(vid), datatype=builder.tensor_value(vid).datatype)
+            ctx.unary("XNNCopy", vid, copy)
+            vid = copy
+        builder.mark_external(vid, is_input=False)
+    return builder.to_payload()

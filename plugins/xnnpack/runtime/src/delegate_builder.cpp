@@ -1,0 +1,93 @@
+#include "delegate_builder.h"
+
+#include <memory>
+
+#include "graph_nodes.h"
+#include "graph_values.h"
+#include "payload.h"
+#include "xnn_types.h"
+
+namespace etkit_xnnpack {
+
+using etkit::runtime::Error;
+using etkit::runtime::FreeableBuffer;
+using etkit::runtime::NamedDataMap;
+using etkit::runtime::Result;
+using etkit::runtime::set_error;
+
+DelegateState::~DelegateState() {
+  if (runtime != nullptr) xnn_delete_runtime(runtime);
+  if (weights_cache != nullptr) xnn_delete_weights_cache(weights_cache);
+  if (threadpool != nullptr) pthreadpool_destroy(threadpool);
+}
+
+namespace {
+
+/// Upper bound on external values: ExecuTorch's runtime rejects more as a sign of corruption.
+constexpr uint32_t kMaxExternals = 4096;
+
+struct SubgraphDeleter {
+  void operator()(xnn_subgraph_t s) const { xnn_delete_subgraph(s); }
+};
+
+Error internal(const char* what, xnn_status status) {
+  return set_error(Error::Internal, "XnnpackBackend: %s failed with %s", what, xnn_status_name(status));
+}
+
+Error create_runtime(xnn_subgraph_t subgraph, size_t num_threads, DelegateState& state) {
+  if (num_threads > 1) {
+    state.threadpool = pthreadpool_create(num_threads);
+    if (state.threadpool == nullptr) {
+      return set_error(Error::Internal, "XnnpackBackend: pthreadpool_create(%zu) failed", num_threads);
+    }
+  }
+  xnn_status status = xnn_create_weights_cache(&state.weights_cache);
+  if (status != xnn_status_success) return internal("xnn_create_weights_cache", status);
+  status = xnn_create_runtime_v3(subgraph, state.weights_cache, state.threadpool, /*flags=*/0, &state.runtime);
+  if (status != xnn_status_success) return internal("xnn_create_runtime_v3", status);
+  // Weights are packed while the runtime is created; a soft-finalized cache stays readable for
+  // later reshapes without growing.
+  status = xnn_finalize_weights_cache(state.weights_cache, xnn_weights_cache_finalization_kind_soft);
+  if (status != xnn_status_success) return internal("xnn_finalize_weights_cache", status);
+  return Error::Ok;
+}
+
+}  // namespace
+
+Result<DelegateState*> build_delegate(FreeableBuffer* processed, const NamedDataMap* named_data_map,
+                                      size_t num_threads) {
+  if (processed == nullptr || processed->data() == nullptr) {
+    return set_error(Error::DelegateInvalidCompatibility, "XnnpackBackend: init() received no payload bytes");
+  }
+  std::unique_ptr<DelegateState> state(new DelegateState());
+  state->payload = std::move(*processed);
+
+  ETKIT_TRY(PayloadView payload, parse_payload(state->payload.data(), state->payload.size()));
+  if (payload.graph->num_externs() > kMaxExternals) {
+    return set_error(Error::DelegateInvalidCompatibility,
+                     "XnnpackBackend: num_externs %u exceeds %u; the payload is corrupt",
+                     payload.graph->num_externs(), kMaxExternals);
+  }
+
+  xnn_status status = xnn_initialize(/*allocator=*/nullptr);
+  if (status != xnn_status_success) return internal("xnn_initialize", status);
+
+  xnn_subgraph_t raw_subgraph = nullptr;
+  status = xnn_create_subgraph(payload.graph->num_externs(), /*flags=*/0, &raw_subgraph);
+  if (status != xnn_status_success) return internal("xnn_create_subgraph", status);
+  std::unique_ptr<xnn_subgraph, SubgraphDeleter> subgraph(raw_subgraph);
+
+  ValueTable values;
+  ETKIT_CHECK_OK(define_values(subgraph.get(), payload, named_data_map, *state, values));
+  ETKIT_CHECK_OK(define_nodes(subgraph.get(), payload.graph, values));
+  ETKIT_CHECK_OK(create_runtime(subgraph.get(), num_threads, *state));
+
+  state->externals.resize(state->inputs.size() + state->outputs.size());
+  size_t i = 0;
+  for (const auto* list : {&state->inputs, &state->outputs}) {
+    for (const ExternalBinding& b : *list) state->externals[i++] = xnn_external_value{b.external_id, nullptr};
+  }
+  return state.release();
+}
+
+}  // namespace etkit_xnnpack

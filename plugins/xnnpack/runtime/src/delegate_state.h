@@ -1,0 +1,49 @@
+// Everything one XNNPACK delegate call site owns between init() and destroy().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <pthreadpool.h>
+#include <xnnpack.h>
+
+#include "etkit/runtime/freeable_buffer.h"
+
+namespace etkit_xnnpack {
+
+/// One value the caller binds at execute(): its external id is also its position in the delegate's
+/// args (inputs first, then outputs), as in ExecuTorch's XNNPACK delegate.
+struct ExternalBinding {
+  uint32_t external_id = XNN_INVALID_VALUE_ID;
+  bool is_input = false;
+  xnn_datatype datatype = xnn_datatype_invalid;
+  uint32_t rank = 0;                         // rank declared in the payload
+  size_t dims[XNN_MAX_TENSOR_DIMS] = {};     // XNNPACK-order dims last bound (inputs) or produced (outputs)
+  size_t num_dims = 0;
+  bool shape_known = false;                  // false until the first execute()
+};
+
+class DelegateState {
+ public:
+  DelegateState() = default;
+  DelegateState(const DelegateState&) = delete;
+  DelegateState& operator=(const DelegateState&) = delete;
+  /// Deletes the runtime first, then the weights cache and thread pool it used.
+  ~DelegateState();
+
+  xnn_runtime_t runtime = nullptr;
+  xnn_weights_cache_t weights_cache = nullptr;
+  pthreadpool_t threadpool = nullptr;  // null: run on the calling thread
+
+  std::vector<ExternalBinding> inputs;   // sorted by external id
+  std::vector<ExternalBinding> outputs;  // sorted by external id
+  std::vector<xnn_external_value> externals;  // inputs then outputs; data pointers refreshed per run
+
+  // Storage XNNPACK may keep pointers into (static tensor data, per-channel scales):
+  etkit::runtime::FreeableBuffer payload;             // the processed bytes (flatbuffer + constants)
+  std::vector<etkit::runtime::FreeableBuffer> named_data;  // constants fetched from the NamedDataMap
+  std::vector<std::vector<uint16_t>> bf16_scales;     // block scales converted from fp32
+};
+
+}  // namespace etkit_xnnpack

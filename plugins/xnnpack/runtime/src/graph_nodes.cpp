@@ -1,0 +1,529 @@
+#include "graph_nodes.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include "xnn_types.h"
+
+namespace etkit_xnnpack {
+
+namespace fb = etkit_xnnpack::fb;
+using etkit::runtime::Error;
+using etkit::runtime::set_error;
+
+namespace {
+
+struct NodeKind;
+
+/// What a node definition sees: the subgraph, the value table and the node (for messages).
+struct NodeContext {
+  xnn_subgraph_t subgraph;
+  const ValueTable& values;
+  const fb::XNode* node;
+  size_t index;  // position in XNNGraph.xnodes
+
+  const char* type_name() const { return fb::EnumNameXNodeUnion(node->xnode_union_type()); }
+
+  Error fail(Error code, const char* format, ...) const
+#if defined(__GNUC__)
+      __attribute__((format(printf, 3, 4)))
+#endif
+  {
+    char detail[768];
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(detail, sizeof(detail), format, args);
+    va_end(args);
+    return set_error(code, "XnnpackBackend: node %zu (%s, debug_handle %u): %s", index, type_name(),
+                     node->debug_handle(), detail);
+  }
+
+  Error check(xnn_status status, const char* function) const {
+    if (status == xnn_status_success) return Error::Ok;
+    return fail(Error::InvalidProgram, "%s failed with %s", function, xnn_status_name(status));
+  }
+
+  /// The defined value a serialized id refers to. `role` names the operand in the message.
+  Error value(uint32_t serialized_id, const char* role, const ValueInfo** out) const {
+    auto it = values.find(serialized_id);
+    if (it == values.end()) {
+      return fail(Error::InvalidProgram, "%s refers to value id %u, which no XValue defines", role, serialized_id);
+    }
+    *out = &it->second;
+    return Error::Ok;
+  }
+  Error id(uint32_t serialized_id, const char* role, uint32_t* out) const {
+    const ValueInfo* info = nullptr;
+    ETKIT_CHECK_OK(value(serialized_id, role, &info));
+    *out = info->xnn_id;
+    return Error::Ok;
+  }
+  /// Like id(), but XNN_INVALID_VALUE_ID ("absent", e.g. no bias) passes through.
+  Error optional_id(uint32_t serialized_id, const char* role, uint32_t* out) const {
+    if (serialized_id == XNN_INVALID_VALUE_ID) {
+      *out = XNN_INVALID_VALUE_ID;
+      return Error::Ok;
+    }
+    return id(serialized_id, role, out);
+  }
+
+  /// The node's fused output clamp; [-inf, +inf] when absent.
+  float output_min() const {
+    return node->output_min_max() ? node->output_min_max()->output_min() : -std::numeric_limits<float>::infinity();
+  }
+  float output_max() const {
+    return node->output_min_max() ? node->output_min_max()->output_max() : std::numeric_limits<float>::infinity();
+  }
+
+  template <typename T>
+  const T* table() const {
+    return static_cast<const T*>(node->xnode_union());
+  }
+};
+
+using DefineFn = Error (*)(const NodeContext&, const NodeKind&);
+
+/// One row of the node table. `op` carries the XNNPACK operator (or concatenation arity) for families
+/// that share one definition function.
+struct NodeKind {
+  fb::XNodeUnion type;
+  DefineFn define;
+  int op;
+};
+
+std::vector<size_t> to_sizes(const flatbuffers::Vector<uint32_t>* v) {
+  std::vector<size_t> out;
+  if (v != nullptr) out.assign(v->begin(), v->end());
+  return out;
+}
+
+// ----------------------------------------------------------------------------- elementwise families
+
+Error define_unary(const NodeContext& ctx, const NodeKind& kind) {
+  const auto* n = ctx.table<fb::_XNNNode1x1>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_unary(ctx.subgraph, static_cast<xnn_unary_operator>(kind.op), nullptr, in, out,
+                                    n->flags()),
+                   "xnn_define_unary");
+}
+
+Error define_clamp(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNNode1x1>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  xnn_unary_params params;
+  params.clamp.min = ctx.output_min();
+  params.clamp.max = ctx.output_max();
+  return ctx.check(xnn_define_unary(ctx.subgraph, xnn_unary_clamp, &params, in, out, n->flags()),
+                   "xnn_define_unary(clamp)");
+}
+
+Error define_leaky_relu(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNLeakyReLU>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  xnn_unary_params params;
+  params.leaky_relu.negative_slope = n->negative_slope();
+  return ctx.check(xnn_define_unary(ctx.subgraph, xnn_unary_leaky_relu, &params, in, out, n->flags()),
+                   "xnn_define_unary(leaky_relu)");
+}
+
+Error define_elu(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNELU>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  xnn_unary_params params;
+  params.elu.alpha = n->alpha();
+  return ctx.check(xnn_define_unary(ctx.subgraph, xnn_unary_elu, &params, in, out, n->flags()),
+                   "xnn_define_unary(elu)");
+}
+
+Error define_binary_impl(const NodeContext& ctx, const NodeKind& kind, bool clamped) {
+  const auto* n = ctx.table<fb::_XNNNode2x1>();
+  uint32_t a, b, out;
+  ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input1", &a));
+  ETKIT_CHECK_OK(ctx.id(n->input2_id(), "input2", &b));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  xnn_binary_params params;
+  params.output_min = ctx.output_min();
+  params.output_max = ctx.output_max();
+  return ctx.check(xnn_define_binary(ctx.subgraph, static_cast<xnn_binary_operator>(kind.op),
+                                     clamped ? &params : nullptr, a, b, out, n->flags()),
+                   "xnn_define_binary");
+}
+/// add, subtract, multiply, divide: the node's output_min_max is a fused clamp.
+Error define_binary_clamped(const NodeContext& ctx, const NodeKind& kind) { return define_binary_impl(ctx, kind, true); }
+/// minimum, maximum, prelu: no clamp.
+Error define_binary(const NodeContext& ctx, const NodeKind& kind) { return define_binary_impl(ctx, kind, false); }
+
+Error define_softmax(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNNode1x1>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_softmax(ctx.subgraph, in, out, n->flags()), "xnn_define_softmax");
+}
+
+Error define_copy(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNNode1x1>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_copy(ctx.subgraph, in, out, n->flags()), "xnn_define_copy");
+}
+
+// ----------------------------------------------------------------------------- linear algebra
+
+Error define_fully_connected(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNFullyConnected>();
+  uint32_t in, filter, bias, out;
+  ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->filter_id(), "filter", &filter));
+  ETKIT_CHECK_OK(ctx.optional_id(n->bias_id(), "bias", &bias));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_fully_connected(ctx.subgraph, ctx.output_min(), ctx.output_max(), in, filter, bias,
+                                              out, n->flags()),
+                   "xnn_define_fully_connected");
+}
+
+Error define_batch_matrix_multiply(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNNode2x1>();
+  uint32_t a, b, out;
+  ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input1", &a));
+  ETKIT_CHECK_OK(ctx.id(n->input2_id(), "input2", &b));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_batch_matrix_multiply(ctx.subgraph, a, b, out, n->flags()),
+                   "xnn_define_batch_matrix_multiply");
+}
+
+Error define_scaled_dot_product_attention(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNScaledDotProductAttention>();
+  uint32_t q, k, v, scale, mask, out;
+  ETKIT_CHECK_OK(ctx.id(n->query_id(), "query", &q));
+  ETKIT_CHECK_OK(ctx.id(n->key_id(), "key", &k));
+  ETKIT_CHECK_OK(ctx.id(n->value_id(), "value", &v));
+  ETKIT_CHECK_OK(ctx.id(n->scale_id(), "scale", &scale));
+  ETKIT_CHECK_OK(ctx.id(n->mask_id(), "mask", &mask));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_scaled_dot_product_attention(ctx.subgraph, xnn_attention_logits_cap_type_none,
+                                                           nullptr, q, k, v, scale, mask, out, n->flags()),
+                   "xnn_define_scaled_dot_product_attention");
+}
+
+// ----------------------------------------------------------------------------- convolutions (NHWC)
+
+struct ConvIds {
+  uint32_t input, filter, bias, output;
+};
+
+Error conv_ids(const NodeContext& ctx, const fb::_XNNNodeConv* n, ConvIds* ids) {
+  ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input", &ids->input));
+  ETKIT_CHECK_OK(ctx.id(n->filter_id(), "filter", &ids->filter));
+  ETKIT_CHECK_OK(ctx.optional_id(n->bias_id(), "bias", &ids->bias));
+  return ctx.id(n->output_id(), "output", &ids->output);
+}
+
+Error define_conv2d(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNNodeConv>();
+  ConvIds ids;
+  ETKIT_CHECK_OK(conv_ids(ctx, n, &ids));
+  return ctx.check(
+      xnn_define_convolution_2d(ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(),
+                                n->padding_left(), n->kernel_height(), n->kernel_width(), n->subsampling_height(),
+                                n->subsampling_width(), n->dilation_height(), n->dilation_width(), n->groups(),
+                                n->group_input_channels(), n->group_output_channels(), ctx.output_min(),
+                                ctx.output_max(), ids.input, ids.filter, ids.bias, ids.output, n->flags()),
+      "xnn_define_convolution_2d");
+}
+
+/// The payload describes a depthwise convolution like a grouped one: groups = input channels,
+/// group_output_channels / group_input_channels = depth multiplier.
+Error define_depthwise_conv2d(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNNodeConv>();
+  if (n->group_input_channels() == 0 || n->group_output_channels() % n->group_input_channels() != 0) {
+    return ctx.fail(Error::InvalidProgram,
+                    "group_output_channels %u is not a multiple of group_input_channels %u",
+                    n->group_output_channels(), n->group_input_channels());
+  }
+  ConvIds ids;
+  ETKIT_CHECK_OK(conv_ids(ctx, n, &ids));
+  const uint32_t depth_multiplier = n->group_output_channels() / n->group_input_channels();
+  return ctx.check(xnn_define_depthwise_convolution_2d(
+                       ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(), n->padding_left(),
+                       n->kernel_height(), n->kernel_width(), n->subsampling_height(), n->subsampling_width(),
+                       n->dilation_height(), n->dilation_width(), depth_multiplier, n->groups(), ctx.output_min(),
+                       ctx.output_max(), ids.input, ids.filter, ids.bias, ids.output, n->flags()),
+                   "xnn_define_depthwise_convolution_2d");
+}
+
+/// subsampling_* carry the upsampling (stride) of the transposed convolution.
+Error define_conv_transpose2d(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNNodeConv>();
+  ConvIds ids;
+  ETKIT_CHECK_OK(conv_ids(ctx, n, &ids));
+  return ctx.check(xnn_define_deconvolution_2d(
+                       ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(), n->padding_left(),
+                       n->adjustment_height(), n->adjustment_width(), n->kernel_height(), n->kernel_width(),
+                       n->subsampling_height(), n->subsampling_width(), n->dilation_height(), n->dilation_width(),
+                       n->groups(), n->group_input_channels(), n->group_output_channels(), ctx.output_min(),
+                       ctx.output_max(), ids.input, ids.filter, ids.bias, ids.output, n->flags()),
+                   "xnn_define_deconvolution_2d");
+}
+
+// ----------------------------------------------------------------------------- pooling (NHWC)
+
+Error define_avg_pooling2d(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNPooling2D>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_average_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(),
+                                                 n->padding_bottom(), n->padding_left(), n->pooling_height(),
+                                                 n->pooling_width(), n->stride_height(), n->stride_width(),
+                                                 ctx.output_min(), ctx.output_max(), in, out, n->flags()),
+                   "xnn_define_average_pooling_2d");
+}
+
+Error define_max_pooling2d(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNPooling2D>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_max_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(),
+                                             n->padding_left(), n->pooling_height(), n->pooling_width(),
+                                             n->stride_height(), n->stride_width(), n->dilation_height(),
+                                             n->dilation_width(), ctx.output_min(), ctx.output_max(), in, out,
+                                             n->flags()),
+                   "xnn_define_max_pooling_2d");
+}
+
+Error define_argmax_pooling2d(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNArgMaxPooling2d>();
+  uint32_t in, values_out, index_out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_value_id(), "output_value", &values_out));
+  ETKIT_CHECK_OK(ctx.id(n->output_index_id(), "output_index", &index_out));
+  return ctx.check(xnn_define_argmax_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(),
+                                                n->padding_bottom(), n->padding_left(), n->pooling_height(),
+                                                n->pooling_width(), in, values_out, index_out, n->flags()),
+                   "xnn_define_argmax_pooling_2d");
+}
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+/// Mean over H and W of an NHWC tensor (+ the node's clamp). XNNPACK 2024-11-08 keeps this entry
+/// point (deprecated in favour of xnn_define_static_reduce) because it also inserts the clamp.
+Error define_global_avg_pooling2d(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::_XNNNode1x1>();
+  const ValueInfo* input = nullptr;
+  uint32_t out;
+  ETKIT_CHECK_OK(ctx.value(n->input_id(), "input", &input));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  if (input->rank < 3) {
+    return ctx.fail(Error::InvalidProgram, "input has rank %u, need at least 3 (N..., H, W, C)", input->rank);
+  }
+  return ctx.check(xnn_define_global_average_pooling_2d(ctx.subgraph, ctx.output_min(), ctx.output_max(),
+                                                        input->xnn_id, out, n->flags()),
+                   "xnn_define_global_average_pooling_2d");
+}
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+// ----------------------------------------------------------------------------- shape and layout
+
+Error define_static_transpose(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNStaticTranspose>();
+  std::vector<size_t> perm = to_sizes(n->perm());
+  if (perm.size() != n->num_dims()) {
+    return ctx.fail(Error::InvalidProgram, "perm has %zu entries but num_dims is %u", perm.size(), n->num_dims());
+  }
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_static_transpose(ctx.subgraph, perm.size(), perm.data(), in, out, n->flags()),
+                   "xnn_define_static_transpose");
+}
+
+Error define_static_reshape(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNStaticReshape>();
+  std::vector<size_t> shape = to_sizes(n->new_shape());
+  if (shape.size() != n->num_dims() || shape.size() > XNN_MAX_TENSOR_DIMS) {
+    return ctx.fail(Error::InvalidProgram, "new_shape has %zu entries, num_dims is %u (limit %d)", shape.size(),
+                    n->num_dims(), XNN_MAX_TENSOR_DIMS);
+  }
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_static_reshape(ctx.subgraph, shape.size(), shape.data(), in, out, n->flags()),
+                   "xnn_define_static_reshape");
+}
+
+Error define_static_slice(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNStaticSlice>();
+  std::vector<size_t> offsets = to_sizes(n->offsets());
+  std::vector<size_t> sizes = to_sizes(n->sizes());
+  if (offsets.size() != n->num_dims() || sizes.size() != n->num_dims()) {
+    return ctx.fail(Error::InvalidProgram, "offsets (%zu) and sizes (%zu) must both have num_dims (%u) entries",
+                    offsets.size(), sizes.size(), n->num_dims());
+  }
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_static_slice(ctx.subgraph, offsets.size(), offsets.data(), sizes.data(), in, out,
+                                           n->flags()),
+                   "xnn_define_static_slice");
+}
+
+Error define_static_constant_pad(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNStaticConstantPad>();
+  const ValueInfo* input = nullptr;
+  uint32_t out;
+  ETKIT_CHECK_OK(ctx.value(n->input_id(), "input", &input));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  std::vector<size_t> pre = to_sizes(n->pre_paddings());
+  std::vector<size_t> post = to_sizes(n->post_paddings());
+  // XNNPACK reads one padding per input dimension.
+  if (pre.size() != input->rank || post.size() != input->rank) {
+    return ctx.fail(Error::InvalidProgram,
+                    "pre_paddings (%zu) and post_paddings (%zu) must have one entry per input dim (%u)",
+                    pre.size(), post.size(), input->rank);
+  }
+  return ctx.check(xnn_define_static_constant_pad(ctx.subgraph, pre.data(), post.data(), n->padding_value(),
+                                                  input->xnn_id, out, n->flags()),
+                   "xnn_define_static_constant_pad");
+}
+
+Error define_static_resize_bilinear2d(const NodeContext& ctx, const NodeKind&) {
+  const auto* n = ctx.table<fb::XNNStaticResizeBilinear2D>();
+  uint32_t in, out;
+  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  return ctx.check(xnn_define_static_resize_bilinear_2d(ctx.subgraph, n->new_height(), n->new_width(), in, out,
+                                                        n->flags()),
+                   "xnn_define_static_resize_bilinear_2d");
+}
+
+/// kind.op is the number of inputs (2..5); unused input ids in the table are ignored.
+Error define_concatenate(const NodeContext& ctx, const NodeKind& kind) {
+  const auto* n = ctx.table<fb::_XNNCat>();
+  const uint32_t serialized[5] = {n->input1_id(), n->input2_id(), n->input3_id(), n->input4_id(), n->input5_id()};
+  static const char* const roles[5] = {"input1", "input2", "input3", "input4", "input5"};
+  uint32_t in[5] = {};
+  for (int i = 0; i < kind.op; ++i) ETKIT_CHECK_OK(ctx.id(serialized[i], roles[i], &in[i]));
+  uint32_t out;
+  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  const auto axis = static_cast<int32_t>(n->axis());
+  switch (kind.op) {
+    case 2:
+      return ctx.check(xnn_define_concatenate2(ctx.subgraph, axis, in[0], in[1], out, n->flags()),
+                       "xnn_define_concatenate2");
+    case 3:
+      return ctx.check(xnn_define_concatenate3(ctx.subgraph, axis, in[0], in[1], in[2], out, n->flags()),
+                       "xnn_define_concatenate3");
+    case 4:
+      return ctx.check(xnn_define_concatenate4(ctx.subgraph, axis, in[0], in[1], in[2], in[3], out, n->flags()),
+                       "xnn_define_concatenate4");
+    default:
+      return ctx.check(
+          xnn_define_concatenate5(ctx.subgraph, axis, in[0], in[1], in[2], in[3], in[4], out, n->flags()),
+          "xnn_define_concatenate5");
+  }
+}
+
+// ----------------------------------------------------------------------------- the table
+
+using U = fb::XNodeUnion;
+
+const NodeKind kNodeKinds[] = {
+    // binary elementwise (xnn_define_binary)
+    {U::XNNAdd, define_binary_clamped, xnn_binary_add},
+    {U::XNNSubtract, define_binary_clamped, xnn_binary_subtract},
+    {U::XNNMultiply, define_binary_clamped, xnn_binary_multiply},
+    {U::XNNDiv, define_binary_clamped, xnn_binary_divide},
+    {U::XNNMinimum, define_binary, xnn_binary_minimum},
+    {U::XNNMaximum, define_binary, xnn_binary_maximum},
+    {U::XNNPReLU, define_binary, xnn_binary_prelu},
+    // unary elementwise (xnn_define_unary)
+    {U::XNNSigmoid, define_unary, xnn_unary_sigmoid},
+    {U::XNNFloor, define_unary, xnn_unary_floor},
+    {U::XNNCeiling, define_unary, xnn_unary_ceiling},
+    {U::XNNConvert, define_unary, xnn_unary_convert},
+    {U::XNNSquareRoot, define_unary, xnn_unary_square_root},
+    {U::XNNReciprocalSquareRoot, define_unary, xnn_unary_reciprocal_square_root},
+    {U::XNNHardswish, define_unary, xnn_unary_hardswish},
+    {U::XNNNegate, define_unary, xnn_unary_negate},
+    {U::XNNSquare, define_unary, xnn_unary_square},
+    {U::XNNAbs, define_unary, xnn_unary_abs},
+    {U::XNNLog, define_unary, xnn_unary_log},
+    {U::XNNGelu, define_unary, xnn_unary_gelu},
+    {U::XNNTanh, define_unary, xnn_unary_tanh},
+    {U::XNNExp, define_unary, xnn_unary_exp},
+    {U::XNNSin, define_unary, xnn_unary_sine},
+    {U::XNNCos, define_unary, xnn_unary_cosine},
+    {U::XNNClamp, define_clamp, 0},
+    {U::XNNLeakyReLU, define_leaky_relu, 0},
+    {U::XNNELU, define_elu, 0},
+    {U::XNNSoftmax, define_softmax, 0},
+    {U::XNNCopy, define_copy, 0},
+    // linear algebra
+    {U::XNNFullyConnected, define_fully_connected, 0},
+    {U::XNNBatchMatrixMultiply, define_batch_matrix_multiply, 0},
+    {U::XNNScaledDotProductAttention, define_scaled_dot_product_attention, 0},
+    // convolution and pooling
+    {U::XNNConv2d, define_conv2d, 0},
+    {U::XNNDepthwiseConv2d, define_depthwise_conv2d, 0},
+    {U::XNNConvTranspose2d, define_conv_transpose2d, 0},
+    {U::XNNAvgPooling2d, define_avg_pooling2d, 0},
+    {U::XNNMaxPooling2d, define_max_pooling2d, 0},
+    {U::XNNArgMaxPooling2d, define_argmax_pooling2d, 0},
+    {U::XNNGlobalAvgPooling2d, define_global_avg_pooling2d, 0},
+    // shape and layout
+    {U::XNNStaticTranspose, define_static_transpose, 0},
+    {U::XNNStaticReshape, define_static_reshape, 0},
+    {U::XNNStaticSlice, define_static_slice, 0},
+    {U::XNNStaticConstantPad, define_static_constant_pad, 0},
+    {U::XNNStaticResizeBilinear2D, define_static_resize_bilinear2d, 0},
+    {U::XNNConcatenate2, define_concatenate, 2},
+    {U::XNNConcatenate3, define_concatenate, 3},
+    {U::XNNConcatenate4, define_concatenate, 4},
+    {U::XNNConcatenate5, define_concatenate, 5},
+};
+
+const NodeKind* find_kind(U type) {
+  for (const NodeKind& kind : kNodeKinds) {
+    if (kind.type == type) return &kind;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Error define_nodes(xnn_subgraph_t subgraph, const fb::XNNGraph* graph, const ValueTable& values) {
+  const auto* xnodes = graph->xnodes();
+  for (uint32_t i = 0; i < xnodes->size(); ++i) {
+    const fb::XNode* node = xnodes->Get(i);
+    NodeContext ctx{subgraph, values, node, i};
+    const NodeKind* kind = find_kind(node->xnode_union_type());
+    if (kind == nullptr || node->xnode_union() == nullptr) {
+      return ctx.fail(Error::NotImplemented,
+                      "union type %d has no XNNPACK definition in this delegate; re-export without "
+                      "delegating this operator",
+                      static_cast<int>(node->xnode_union_type()));
+    }
+    ETKIT_CHECK_OK(kind->define(ctx, *kind));
+  }
+  return Error::Ok;
+}
+
+}  // namespace etkit_xnnpack

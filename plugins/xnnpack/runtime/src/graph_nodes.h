@@ -1,0 +1,21 @@
+// Defining the payload's XNodes as XNNPACK subgraph nodes: one small function per node family and a
+// table from the XNodeUnion member to its function (graph_nodes.cpp).
+#pragma once
+
+#include <xnnpack.h>
+
+#include "etkit/runtime/error.h"
+#include "graph_values.h"
+#include "xnnpack_graph_generated.h"
+
+namespace etkit_xnnpack {
+
+/// Defines every XNode of `graph` in order. Value ids in the nodes are serialized ids, mapped through
+/// `values`. Errors (message names the node index, its XNodeUnion type and debug_handle):
+/// InvalidProgram when a node refers to an undefined value, has inconsistent attributes or XNNPACK
+/// rejects it (the xnn_status is named); NotImplemented for a union member this delegate has no
+/// definition for.
+etkit::runtime::Error define_nodes(xnn_subgraph_t subgraph, const etkit_xnnpack::fb::XNNGraph* graph,
+                                   const ValueTable& values);
+
+}  // namespace etkit_xnnpack

@@ -1,0 +1,38 @@
+// Defining the payload's XValues as XNNPACK subgraph values (xnn_define_*tensor_value).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include <xnnpack.h>
+
+#include "delegate_state.h"
+#include "etkit/runtime/error.h"
+#include "etkit/runtime/named_data_map.h"
+#include "payload.h"
+
+namespace etkit_xnnpack {
+
+/// What the node definitions need to know about a defined value.
+struct ValueInfo {
+  uint32_t xnn_id = XNN_INVALID_VALUE_ID;  // id XNNPACK returned (equals the external id for externals)
+  uint32_t rank = 0;
+  xnn_datatype datatype = xnn_datatype_invalid;
+};
+
+/// Serialized value id (XNNTensorValue.id_out) -> defined value.
+using ValueTable = std::unordered_map<uint32_t, ValueInfo>;
+
+/// Defines every XValue of `payload.graph` in `subgraph`, in order, filling `values` and the
+/// external bindings of `state` (inputs/outputs, sorted by external id). Constant data comes from the
+/// payload's constant-data section (ConstantDataOffset.offset/size) or, when named_key is set, from
+/// `named_data_map`; buffers fetched from the map are kept in `state` for the runtime's lifetime.
+/// Errors (message names the value index and id_out): InvalidProgram for a malformed value (unknown
+/// datatype, rank > XNN_MAX_TENSOR_DIMS, constant out of range or too small, bad external id or
+/// flags, duplicate id_out), NotFound for a named_key missing from the named data, NotImplemented
+/// for quantization XNNPACK 2024-11-08 cannot express.
+etkit::runtime::Error define_values(xnn_subgraph_t subgraph, const PayloadView& payload,
+                                    const etkit::runtime::NamedDataMap* named_data_map,
+                                    DelegateState& state, ValueTable& values);
+
+}  // namespace etkit_xnnpack

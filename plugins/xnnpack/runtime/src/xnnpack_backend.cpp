@@ -1,0 +1,74 @@
+// XnnpackBackend: the etkit BackendInterface over XNNPACK's subgraph API, and its registration.
+#include <atomic>
+#include <cstring>
+
+#include <xnnpack.h>
+
+#include "delegate_builder.h"
+#include "delegate_executor.h"
+#include "delegate_state.h"
+#include "etkit/runtime/backend_interface.h"
+#include "etkit_xnnpack/register.h"
+
+namespace etkit_xnnpack {
+
+using etkit::runtime::BackendExecutionContext;
+using etkit::runtime::BackendInitContext;
+using etkit::runtime::CompileSpec;
+using etkit::runtime::DelegateHandle;
+using etkit::runtime::Error;
+using etkit::runtime::EValue;
+using etkit::runtime::FreeableBuffer;
+using etkit::runtime::Result;
+using etkit::runtime::set_error;
+using etkit::runtime::Span;
+
+/// Backend id stored in the .pte (BackendDelegate.id), as ExecuTorch names it.
+constexpr const char kBackendId[] = "XnnpackBackend";
+
+class XnnpackBackend final : public etkit::runtime::BackendInterface {
+ public:
+  /// XNNPACK needs SSE2/NEON-class hardware; xnn_initialize reports whether this machine has it.
+  bool is_available() const override { return xnn_initialize(/*allocator=*/nullptr) == xnn_status_success; }
+
+  /// Compile specs are ignored (ExecuTorch's XNNPACK payload carries everything in the graph).
+  Result<DelegateHandle*> init(BackendInitContext& ctx, FreeableBuffer* processed,
+                               Span<const CompileSpec> compile_specs) const override {
+    (void)compile_specs;
+    Result<DelegateState*> state = build_delegate(processed, ctx.get_named_data_map(), num_threads_.load());
+    if (!state.ok()) return state.error();
+    return static_cast<DelegateHandle*>(state.get());
+  }
+
+  Error execute(BackendExecutionContext& ctx, DelegateHandle* handle, Span<EValue*> args) const override {
+    (void)ctx;
+    if (handle == nullptr) {
+      return set_error(Error::DelegateInvalidHandle, "XnnpackBackend: execute() called with a null handle");
+    }
+    return execute_delegate(*static_cast<DelegateState*>(handle), args);
+  }
+
+  void destroy(DelegateHandle* handle) const override { delete static_cast<DelegateState*>(handle); }
+
+  /// "num_threads" (>= 1): threads of the pthreadpool given to runtimes created by later init() calls;
+  /// 1 (the default) runs on the calling thread. Already-loaded methods keep their pool.
+  Error set_option(const char* key, int64_t value) override {
+    if (key == nullptr || std::strcmp(key, "num_threads") != 0) return Error::NotSupported;
+    if (value < 1 || value > 1024) {
+      return set_error(Error::InvalidArgument, "XnnpackBackend: num_threads must be in 1..1024, got %lld",
+                       static_cast<long long>(value));
+    }
+    num_threads_.store(static_cast<size_t>(value));
+    return Error::Ok;
+  }
+
+ private:
+  std::atomic<size_t> num_threads_{1};
+};
+
+}  // namespace etkit_xnnpack
+
+extern "C" int etkit_xnnpack_register_backends(void) {
+  static etkit_xnnpack::XnnpackBackend backend;
+  return etkit_register_backend(ETKIT_BACKEND_ABI_VERSION, etkit_xnnpack::kBackendId, &backend);
+}

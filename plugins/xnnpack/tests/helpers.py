@@ -1,0 +1,57 @@
+"""Shared helpers for the etkit-xnnpack tests: register the plugin in-process, lower a model, read payloads."""
+from __future__ import annotations
+
+import torch
+
+
+def ensure_plugin_registered() -> None:
+    """Make ``XnnpackBackend`` known to etkit even when the plugin is used from a source checkout
+    (no installed entry point)."""
+    from etkit.plugins import get_plugin_manager
+    import etkit_xnnpack.plugin as plugin
+
+    pm = get_plugin_manager()
+    names = {spec.backend_id for spec in pm.registry.specs()}
+    if "XnnpackBackend" not in names:
+        pm.add_plugin(plugin, "xnnpack")
+
+
+def to_edge_program(model: torch.nn.Module, inputs: tuple):
+    """Export + decompose to the Edge dialect without partitioning."""
+    import etkit
+    return etkit.to_edge(torch.export.export(model, inputs)).exported_program()
+
+
+def lower(model: torch.nn.Module, inputs: tuple, **partitioner_kwargs):
+    """``(edge program manager, partitioner)`` after ``to_edge_transform_and_lower`` with XnnpackPartitioner."""
+    import etkit
+    from etkit_xnnpack import XnnpackPartitioner
+
+    ensure_plugin_registered()
+    partitioner = XnnpackPartitioner(**partitioner_kwargs)
+    manager = etkit.to_edge_transform_and_lower(torch.export.export(model, inputs), partitioner=[partitioner])
+    return manager, partitioner
+
+
+def lowered_modules(manager) -> list:
+    """The ``LoweredBackendModule`` of every delegate call in the ``forward`` method, in graph order."""
+    gm = manager.exported_program().graph_module
+    mods = []
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and node.target.startswith("lowered_module_"):
+            mods.append(getattr(gm, node.target))
+    return mods
+
+
+def node_kind_names() -> dict:
+    from etkit_xnnpack.fb.XNodeUnion import XNodeUnion
+    return {v: k for k, v in vars(XNodeUnion).items() if not k.startswith("_")}
+
+
+def parse_payload(payload: bytes):
+    """``(header, XNNGraphT, constant-data bytes)`` of a payload."""
+    from etkit_xnnpack.serialization.graph_builder import parse_graph
+    from etkit_xnnpack.serialization.payload import split_payload
+
+    header, fb, constants = split_payload(payload)
+    return header, parse_graph(fb), constants

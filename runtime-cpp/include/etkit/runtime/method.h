@@ -1,0 +1,58 @@
+// Method: one loaded ExecutionPlan, ready to execute (seed page "ExecuTorch Runtime Overview").
+//
+// All memory is reserved in Program::load_method. Method::execute runs the instruction list (kernel
+// calls, delegate calls, moves, jump_false, free) and never allocates from the heap.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "etkit/runtime/error.h"
+#include "etkit/runtime/evalue.h"
+#include "etkit/runtime/program.h"
+#include "etkit/runtime/result.h"
+#include "etkit/runtime/tensor.h"
+
+namespace etkit::runtime {
+
+class MethodState;
+
+class Method final {
+ public:
+  Method(Method&& other) noexcept;
+  Method(const Method&) = delete;
+  Method& operator=(const Method&) = delete;
+  Method& operator=(Method&&) = delete;
+  ~Method();  // destroys delegate handles
+
+  MethodMeta method_meta() const;
+  size_t inputs_size() const;
+  size_t outputs_size() const;
+
+  /// Sets input `index`. A tensor must have the planned dtype and rank (and, for a STATIC tensor, the
+  /// same sizes); its bytes are copied into planned memory when the input is memory-planned, otherwise
+  /// the input is bound to `value`'s data pointer (which must stay valid through execute()).
+  /// Scalars (Int/Double/Bool) replace the stored value. Errors: InvalidArgument with a message
+  /// naming the input index, expected and given dtype/shape.
+  Error set_input(const EValue& value, size_t index);
+  const EValue& get_input(size_t index) const;
+
+  /// Points output `index` at caller memory of `size` bytes (only for outputs not memory-planned).
+  Error set_output_data_ptr(void* buffer, size_t size, size_t index);
+  const EValue& get_output(size_t index) const;
+
+  /// Runs the method. Errors: whatever a kernel or delegate reported (message names op and reason),
+  /// InvalidState if an input without planned memory was never set.
+  Error execute();
+
+  /// Number of values and value i (for tools and tests).
+  size_t values_size() const;
+  const EValue& get_value(size_t index) const;
+
+ private:
+  friend class Program;
+  explicit Method(std::unique_ptr<MethodState> state);
+  std::unique_ptr<MethodState> state_;
+};
+
+}  // namespace etkit::runtime

@@ -1,0 +1,312 @@
+// Convolution (1-D and 2-D, grouped, dilated; not transposed) and 2-D pooling (max with indices,
+// average, adaptive average). Inputs are NCHW (or NCL) in logical index order; any dim order works
+// because elements are addressed through strides. Float32 has a direct fast path.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels.h"
+
+namespace etkit::portable {
+namespace {
+
+constexpr size_t kMaxDim = runtime::kTensorDimensionLimit;
+
+/// Reads an int list param of `n` spatial dims; a single value is repeated; empty gives `dflt`.
+bool spatial_param(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> list, size_t n, int64_t dflt,
+                   const char* what, int64_t* out) {
+  if (list.empty()) {
+    for (size_t i = 0; i < n; ++i) out[i] = dflt;
+    return true;
+  }
+  if (list.size() != 1 && list.size() != n) {
+    return fail(ctx, Error::InvalidArgument, "%s: %s has %zu entries, expected 1 or %zu", name, what, list.size(), n);
+  }
+  for (size_t i = 0; i < n; ++i) out[i] = list.size() == 1 ? list[0] : list[i];
+  return true;
+}
+
+int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  int64_t num = in + 2 * pad - dil * (k - 1) - 1;
+  int64_t out = (ceil_mode ? (num + stride - 1) / stride : num / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;  // last window must start inside the input
+  return out;
+}
+
+}  // namespace
+
+// convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
+//                 SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, *, Tensor(a!) out)
+void convolution_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::convolution.out";
+  if (!check_nargs(ctx, name, args, 10)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Tensor* w = in ? tensor_arg(ctx, name, args, 1, "weight") : nullptr;
+  Tensor* bias = nullptr;
+  if (!w || !optional_tensor_arg(ctx, name, args, 2, "bias", &bias)) return;
+  Span<const int64_t> stride_l, pad_l, dil_l, outpad_l;
+  bool transposed;
+  int64_t groups;
+  if (!int_list_arg(ctx, name, args, 3, "stride", &stride_l) || !int_list_arg(ctx, name, args, 4, "padding", &pad_l) ||
+      !int_list_arg(ctx, name, args, 5, "dilation", &dil_l) || !bool_arg(ctx, name, args, 6, "transposed", &transposed) ||
+      !int_list_arg(ctx, name, args, 7, "output_padding", &outpad_l) || !int_arg(ctx, name, args, 8, "groups", &groups))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 9, "out");
+  if (!out || !check_floating(ctx, name, *in, "input")) return;
+  if (transposed) {
+    fail(ctx, Error::NotSupported, "%s: transposed convolution is not implemented in the portable kernels", name);
+    return;
+  }
+  if ((in->dim() != 3 && in->dim() != 4) || w->dim() != in->dim()) {
+    fail(ctx, Error::NotSupported, "%s: only 1-D and 2-D convolution are supported (input %zu-D, weight %zu-D)", name,
+         in->dim(), w->dim());
+    return;
+  }
+  const bool is1d = in->dim() == 3;
+  const size_t ns = is1d ? 1 : 2;
+  int64_t stride[2], pad[2], dil[2];
+  if (!spatial_param(ctx, name, stride_l, ns, 1, "stride", stride) ||
+      !spatial_param(ctx, name, pad_l, ns, 0, "padding", pad) || !spatial_param(ctx, name, dil_l, ns, 1, "dilation", dil))
+    return;
+  const int64_t N = in->size(0), C = in->size(1), H = is1d ? 1 : in->size(2), W = in->size(is1d ? 2 : 3);
+  const int64_t OC = w->size(0), ICg = w->size(1), KH = is1d ? 1 : w->size(2), KW = w->size(is1d ? 2 : 3);
+  if (groups <= 0 || C % groups != 0 || OC % groups != 0 || ICg != C / groups) {
+    fail(ctx, Error::InvalidArgument, "%s: input channels %lld, weight shape [%lld, %lld, ...] and groups %lld disagree",
+         name, (long long)C, (long long)OC, (long long)ICg, (long long)groups);
+    return;
+  }
+  const int64_t sh = is1d ? 1 : stride[0], sw = stride[is1d ? 0 : 1];
+  const int64_t ph = is1d ? 0 : pad[0], pw = pad[is1d ? 0 : 1];
+  const int64_t dh = is1d ? 1 : dil[0], dw = dil[is1d ? 0 : 1];
+  const int64_t OH = pooled_size(H, KH, ph, sh, dh, false), OW = pooled_size(W, KW, pw, sw, dw, false);
+  if (OH <= 0 || OW <= 0) {
+    fail(ctx, Error::InvalidArgument, "%s: kernel is larger than the padded input", name);
+    return;
+  }
+  SizesType os[4] = {SizesType(N), SizesType(OC), SizesType(is1d ? OW : OH), SizesType(OW)};
+  if (!resize_out(ctx, name, *out, os, in->dim())) return;
+  const int64_t ocg = OC / groups;
+  // Strides of input/weight/out in logical NCHW terms (1-D: H dim absent -> stride 0).
+  auto st = [&](const Tensor& t, int d4) -> int64_t {
+    if (!is1d) return t.stride(size_t(d4));
+    return d4 == 2 ? 0 : t.stride(size_t(d4 == 3 ? 2 : d4));
+  };
+  const int64_t in_s[4] = {st(*in, 0), st(*in, 1), st(*in, 2), st(*in, 3)};
+  const int64_t w_s[4] = {st(*w, 0), st(*w, 1), st(*w, 2), st(*w, 3)};
+  const int64_t o_s[4] = {st(*out, 0), st(*out, 1), st(*out, 2), st(*out, 3)};
+  const bool fast = in->scalar_type() == ScalarType::Float && w->scalar_type() == ScalarType::Float &&
+                    out->scalar_type() == ScalarType::Float && (!bias || bias->scalar_type() == ScalarType::Float);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t oc = 0; oc < OC; ++oc) {
+      const int64_t g = oc / ocg;
+      const double b = bias ? load_double(bias->const_data_ptr(), bias->scalar_type(), size_t(oc * bias->stride(0))) : 0;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = b;
+          float facc = static_cast<float>(b);
+          for (int64_t ic = 0; ic < ICg; ++ic) {
+            const int64_t c = g * ICg + ic;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              const int64_t ih = oh * sh - ph + kh * dh;
+              if (ih < 0 || ih >= H) continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t iw = ow * sw - pw + kw * dw;
+                if (iw < 0 || iw >= W) continue;
+                const size_t io = size_t(n * in_s[0] + c * in_s[1] + ih * in_s[2] + iw * in_s[3]);
+                const size_t wo = size_t(oc * w_s[0] + ic * w_s[1] + kh * w_s[2] + kw * w_s[3]);
+                if (fast) {
+                  facc += in->const_data_ptr<float>()[io] * w->const_data_ptr<float>()[wo];
+                } else {
+                  acc += load_double(in->const_data_ptr(), in->scalar_type(), io) *
+                         load_double(w->const_data_ptr(), w->scalar_type(), wo);
+                }
+              }
+            }
+          }
+          const size_t oo = size_t(n * o_s[0] + oc * o_s[1] + oh * o_s[2] + ow * o_s[3]);
+          if (fast) out->mutable_data_ptr<float>()[oo] = facc;
+          else store_double(out->mutable_data_ptr(), out->scalar_type(), oo, acc);
+        }
+      }
+    }
+  }
+}
+
+namespace {
+/// Common 2-D pooling loop over an NCHW or CHW input. `window(n_c_base, h0, w0, h1, w1, ...)`.
+struct Pool2dShape {
+  int64_t batch_planes;  // N*C (or C)
+  int64_t H, W, OH, OW;
+  size_t lead;           // number of leading dims (1 or 2)
+};
+
+bool pool_setup(KernelRuntimeContext& ctx, const char* name, const Tensor& in, Tensor& out, Span<const int64_t> k_l,
+                Span<const int64_t> s_l, Span<const int64_t> p_l, Span<const int64_t> d_l, bool ceil_mode, int64_t* k,
+                int64_t* s, int64_t* p, int64_t* d, Pool2dShape* shape, Tensor* indices) {
+  if (in.dim() != 3 && in.dim() != 4) {
+    return fail(ctx, Error::InvalidArgument, "%s: input must be 3-D or 4-D, got %zu-D", name, in.dim());
+  }
+  if (!spatial_param(ctx, name, k_l, 2, 1, "kernel_size", k) ||
+      !spatial_param(ctx, name, s_l.empty() ? k_l : s_l, 2, 1, "stride", s) ||
+      !spatial_param(ctx, name, p_l, 2, 0, "padding", p) || !spatial_param(ctx, name, d_l, 2, 1, "dilation", d))
+    return false;
+  const size_t lead = in.dim() - 2;
+  shape->lead = lead;
+  shape->H = in.size(lead);
+  shape->W = in.size(lead + 1);
+  shape->OH = pooled_size(shape->H, k[0], p[0], s[0], d[0], ceil_mode);
+  shape->OW = pooled_size(shape->W, k[1], p[1], s[1], d[1], ceil_mode);
+  shape->batch_planes = 1;
+  SizesType os[4];
+  for (size_t i = 0; i < lead; ++i) {
+    os[i] = in.size(i);
+    shape->batch_planes *= in.size(i);
+  }
+  os[lead] = SizesType(shape->OH);
+  os[lead + 1] = SizesType(shape->OW);
+  if (!resize_out(ctx, name, out, os, in.dim())) return false;
+  if (indices && !resize_out(ctx, name, *indices, os, in.dim())) return false;
+  return true;
+}
+
+/// Offset of element (plane, h, w) of a tensor with `lead` leading dims, in logical order.
+size_t plane_offset(const Tensor& t, size_t lead, int64_t plane, int64_t h, int64_t w) {
+  int64_t off = 0;
+  if (lead == 2) {
+    off += (plane / t.size(1)) * t.stride(0) + (plane % t.size(1)) * t.stride(1);
+  } else {
+    off += plane * t.stride(0);
+  }
+  return size_t(off + h * t.stride(lead) + w * t.stride(lead + 1));
+}
+}  // namespace
+
+// max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
+//     int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)
+void max_pool2d_with_indices_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::max_pool2d_with_indices.out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> k_l, s_l, p_l, d_l;
+  bool ceil_mode;
+  if (!in || !int_list_arg(ctx, name, args, 1, "kernel_size", &k_l) || !int_list_arg(ctx, name, args, 2, "stride", &s_l) ||
+      !int_list_arg(ctx, name, args, 3, "padding", &p_l) || !int_list_arg(ctx, name, args, 4, "dilation", &d_l) ||
+      !bool_arg(ctx, name, args, 5, "ceil_mode", &ceil_mode))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
+  Tensor* indices = out ? tensor_arg(ctx, name, args, 7, "indices") : nullptr;
+  int64_t k[2], s[2], p[2], d[2];
+  Pool2dShape sh;
+  if (!indices || !pool_setup(ctx, name, *in, *out, k_l, s_l, p_l, d_l, ceil_mode, k, s, p, d, &sh, indices)) return;
+  for (int64_t pl = 0; pl < sh.batch_planes; ++pl) {
+    for (int64_t oh = 0; oh < sh.OH; ++oh) {
+      for (int64_t ow = 0; ow < sh.OW; ++ow) {
+        double best = -std::numeric_limits<double>::infinity();
+        int64_t best_i = -1;
+        for (int64_t kh = 0; kh < k[0]; ++kh) {
+          const int64_t ih = oh * s[0] - p[0] + kh * d[0];
+          if (ih < 0 || ih >= sh.H) continue;
+          for (int64_t kw = 0; kw < k[1]; ++kw) {
+            const int64_t iw = ow * s[1] - p[1] + kw * d[1];
+            if (iw < 0 || iw >= sh.W) continue;
+            double v = load_double(in->const_data_ptr(), in->scalar_type(), plane_offset(*in, sh.lead, pl, ih, iw));
+            if (best_i < 0 || v > best || std::isnan(v)) {
+              best = v;
+              best_i = ih * sh.W + iw;
+              if (std::isnan(v)) break;
+            }
+          }
+        }
+        store_double(out->mutable_data_ptr(), out->scalar_type(), plane_offset(*out, sh.lead, pl, oh, ow), best);
+        store_int(indices->mutable_data_ptr(), indices->scalar_type(), plane_offset(*indices, sh.lead, pl, oh, ow),
+                  best_i);
+      }
+    }
+  }
+}
+
+// avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False,
+//     bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out)
+void avg_pool2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::avg_pool2d.out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> k_l, s_l, p_l;
+  bool ceil_mode, include_pad;
+  if (!in || !int_list_arg(ctx, name, args, 1, "kernel_size", &k_l) || !int_list_arg(ctx, name, args, 2, "stride", &s_l) ||
+      !int_list_arg(ctx, name, args, 3, "padding", &p_l) || !bool_arg(ctx, name, args, 4, "ceil_mode", &ceil_mode) ||
+      !bool_arg(ctx, name, args, 5, "count_include_pad", &include_pad))
+    return;
+  int64_t divisor = 0;
+  if (!args[6]->is_none() && !int_arg(ctx, name, args, 6, "divisor_override", &divisor)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
+  int64_t k[2], s[2], p[2], d[2];
+  Pool2dShape sh;
+  if (!out || !pool_setup(ctx, name, *in, *out, k_l, s_l, p_l, {}, ceil_mode, k, s, p, d, &sh, nullptr)) return;
+  for (int64_t pl = 0; pl < sh.batch_planes; ++pl) {
+    for (int64_t oh = 0; oh < sh.OH; ++oh) {
+      for (int64_t ow = 0; ow < sh.OW; ++ow) {
+        int64_t h0 = oh * s[0] - p[0], w0 = ow * s[1] - p[1];
+        int64_t h1 = std::min(h0 + k[0], sh.H + p[0]), w1 = std::min(w0 + k[1], sh.W + p[1]);
+        const int64_t pool_size = (h1 - h0) * (w1 - w0);
+        h0 = std::max<int64_t>(h0, 0);
+        w0 = std::max<int64_t>(w0, 0);
+        h1 = std::min(h1, sh.H);
+        w1 = std::min(w1, sh.W);
+        double sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw) {
+            sum += load_double(in->const_data_ptr(), in->scalar_type(), plane_offset(*in, sh.lead, pl, ih, iw));
+          }
+        }
+        const int64_t div = divisor != 0 ? divisor : (include_pad ? pool_size : (h1 - h0) * (w1 - w0));
+        store_double(out->mutable_data_ptr(), out->scalar_type(), plane_offset(*out, sh.lead, pl, oh, ow),
+                     div == 0 ? 0 : sum / double(div));
+      }
+    }
+  }
+}
+
+// _adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out)
+void adaptive_avg_pool2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::_adaptive_avg_pool2d.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> os_l;
+  if (!in || !int_list_arg(ctx, name, args, 1, "output_size", &os_l)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
+  if (!out) return;
+  if ((in->dim() != 3 && in->dim() != 4) || os_l.size() != 2) {
+    fail(ctx, Error::InvalidArgument, "%s: input must be 3-D or 4-D and output_size 2 values", name);
+    return;
+  }
+  const size_t lead = in->dim() - 2;
+  const int64_t H = in->size(lead), W = in->size(lead + 1), OH = os_l[0], OW = os_l[1];
+  SizesType os[4];
+  int64_t planes = 1;
+  for (size_t i = 0; i < lead; ++i) {
+    os[i] = in->size(i);
+    planes *= in->size(i);
+  }
+  os[lead] = SizesType(OH);
+  os[lead + 1] = SizesType(OW);
+  if (!resize_out(ctx, name, *out, os, in->dim())) return;
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = (oh * H) / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+        double sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw) {
+            sum += load_double(in->const_data_ptr(), in->scalar_type(), plane_offset(*in, lead, pl, ih, iw));
+          }
+        }
+        store_double(out->mutable_data_ptr(), out->scalar_type(), plane_offset(*out, lead, pl, oh, ow),
+                     sum / double((h1 - h0) * (w1 - w0)));
+      }
+    }
+  }
+}
+
+}  // namespace etkit::portable

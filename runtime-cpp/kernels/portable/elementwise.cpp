@@ -1,0 +1,697 @@
+// Elementwise portable kernels: binary arithmetic/comparison/logic with broadcasting (Tensor and
+// Scalar overloads), unary math and activations, where, clamp. Semantics follow PyTorch's eager ops;
+// computation is done in double for floating outputs and int64 for integral outputs, then stored in
+// the output dtype (results agree with eager float32 to within rounding).
+#include <cmath>
+#include <limits>
+
+#include "kernels.h"
+
+namespace etkit::portable {
+namespace {
+
+enum class Bin {
+  Add, Sub, Mul, Div, DivTrunc, DivFloor, Pow, Eq, Ne, Lt, Le, Gt, Ge,
+  BitAnd, BitOr, BitXor, LogicalAnd, LogicalOr, LogicalXor, Maximum, Minimum, Remainder, Fmod, Atan2,
+};
+
+bool is_comparison(Bin op) {
+  return op == Bin::Eq || op == Bin::Ne || op == Bin::Lt || op == Bin::Le || op == Bin::Gt || op == Bin::Ge ||
+         op == Bin::LogicalAnd || op == Bin::LogicalOr || op == Bin::LogicalXor;
+}
+
+double python_mod(double a, double b) {
+  double r = std::fmod(a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+double apply(Bin op, double a, double b) {
+  switch (op) {
+    case Bin::Add: return a + b;
+    case Bin::Sub: return a - b;
+    case Bin::Mul: return a * b;
+    case Bin::Div: return a / b;
+    case Bin::DivTrunc: return std::trunc(a / b);
+    case Bin::DivFloor: return b == 0 ? a / b : std::floor(a / b);
+    case Bin::Pow: return std::pow(a, b);
+    case Bin::Eq: return a == b;
+    case Bin::Ne: return a != b;
+    case Bin::Lt: return a < b;
+    case Bin::Le: return a <= b;
+    case Bin::Gt: return a > b;
+    case Bin::Ge: return a >= b;
+    case Bin::LogicalAnd: return (a != 0) && (b != 0);
+    case Bin::LogicalOr: return (a != 0) || (b != 0);
+    case Bin::LogicalXor: return (a != 0) != (b != 0);
+    case Bin::Maximum: return (std::isnan(a) || std::isnan(b)) ? NAN : (a > b ? a : b);
+    case Bin::Minimum: return (std::isnan(a) || std::isnan(b)) ? NAN : (a < b ? a : b);
+    case Bin::Remainder: return python_mod(a, b);
+    case Bin::Fmod: return std::fmod(a, b);
+    case Bin::Atan2: return std::atan2(a, b);
+    case Bin::BitAnd: return double(int64_t(a) & int64_t(b));
+    case Bin::BitOr: return double(int64_t(a) | int64_t(b));
+    case Bin::BitXor: return double(int64_t(a) ^ int64_t(b));
+  }
+  return 0;
+}
+
+int64_t floor_div_int(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+int64_t ipow(int64_t base, int64_t exp) {
+  if (exp < 0) return base == 1 ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
+  int64_t r = 1;
+  while (exp) {
+    if (exp & 1) r *= base;
+    base *= base;
+    exp >>= 1;
+  }
+  return r;
+}
+
+// Returns false (after failing ctx) on integer division by zero.
+bool apply_int(KernelRuntimeContext& ctx, const char* name, Bin op, int64_t a, int64_t b, int64_t* r) {
+  switch (op) {
+    case Bin::Add: *r = a + b; return true;
+    case Bin::Sub: *r = a - b; return true;
+    case Bin::Mul: *r = a * b; return true;
+    case Bin::Div:
+    case Bin::DivTrunc:
+    case Bin::DivFloor:
+    case Bin::Remainder:
+    case Bin::Fmod:
+      if (b == 0) return fail(ctx, Error::InvalidArgument, "%s: integer division by zero", name);
+      if (op == Bin::DivFloor) *r = floor_div_int(a, b);
+      else if (op == Bin::Remainder) { *r = a % b; if (*r != 0 && ((*r < 0) != (b < 0))) *r += b; }
+      else if (op == Bin::Fmod) *r = a % b;
+      else *r = a / b;
+      return true;
+    case Bin::Pow: *r = ipow(a, b); return true;
+    case Bin::BitAnd: *r = a & b; return true;
+    case Bin::BitOr: *r = a | b; return true;
+    case Bin::BitXor: *r = a ^ b; return true;
+    case Bin::Maximum: *r = a > b ? a : b; return true;
+    case Bin::Minimum: *r = a < b ? a : b; return true;
+    default: *r = static_cast<int64_t>(apply(op, double(a), double(b))); return true;
+  }
+}
+
+/// out = self (op) alpha*other with broadcasting. `other` may be a 0-dim stack tensor for Scalar overloads.
+void binary(KernelRuntimeContext& ctx, const char* name, Bin op, const Tensor& self, const Tensor& other,
+            double alpha, Tensor& out, bool swap = false) {
+  if (!check_dtype(ctx, name, out, "out")) return;
+  SizesType shape[runtime::kTensorDimensionLimit];
+  size_t dim = 0;
+  if (!broadcast_shape(ctx, name, self, other, shape, &dim)) return;
+  if (!resize_out(ctx, name, out, shape, dim)) return;
+  const Tensor& a = swap ? other : self;
+  const Tensor& b = swap ? self : other;
+  const ScalarType at = a.scalar_type(), bt = b.scalar_type(), ot = out.scalar_type();
+  const void* ap = a.const_data_ptr();
+  const void* bp = b.const_data_ptr();
+  void* op_ = out.mutable_data_ptr();
+
+  if ((op == Bin::BitAnd || op == Bin::BitOr || op == Bin::BitXor) && (is_floating(at) || is_floating(bt))) {
+    fail(ctx, Error::NotSupported, "%s: bitwise ops need integer or bool tensors, got %s and %s", name,
+         runtime::scalar_type_name(at), runtime::scalar_type_name(bt));
+    return;
+  }
+  // float32 fast path for the common arithmetic ops.
+  if (at == ScalarType::Float && bt == ScalarType::Float && ot == ScalarType::Float &&
+      (op == Bin::Add || op == Bin::Sub || op == Bin::Mul || op == Bin::Div)) {
+    const float* x = static_cast<const float*>(ap);
+    const float* y = static_cast<const float*>(bp);
+    float* z = static_cast<float*>(op_);
+    const float al = static_cast<float>(alpha);
+    const Tensor* ins[2] = {&a, &b};
+    for_each_broadcast(out, ins, [&](size_t o, const size_t* in) {
+      float u = x[in[0]], v = y[in[1]];
+      switch (op) {
+        case Bin::Add: z[o] = u + al * v; break;
+        case Bin::Sub: z[o] = u - al * v; break;
+        case Bin::Mul: z[o] = u * v; break;
+        default: z[o] = u / v; break;
+      }
+    });
+    return;
+  }
+  const bool compare = is_comparison(op);
+  // Comparisons compute in the inputs' common kind; arithmetic in the output's kind.
+  const bool use_float = compare ? (is_floating(at) || is_floating(bt))
+                                 : (is_floating(ot) || op == Bin::Div || op == Bin::Atan2 ||
+                                    (op == Bin::Pow && (is_floating(at) || is_floating(bt))));
+  const Tensor* ins[2] = {&a, &b};
+  bool ok = true;
+  const int64_t alpha_i = static_cast<int64_t>(alpha);
+  for_each_broadcast(out, ins, [&](size_t o, const size_t* in) {
+    if (!ok) return;
+    if (use_float) {
+      double u = load_double(ap, at, in[0]), v = load_double(bp, bt, in[1]);
+      if (op == Bin::Add || op == Bin::Sub) v *= alpha;
+      store_double(op_, ot, o, apply(op, u, v));
+    } else {
+      int64_t u = load_int(ap, at, in[0]), v = load_int(bp, bt, in[1]);
+      if (op == Bin::Add || op == Bin::Sub) v *= alpha_i;
+      int64_t r = 0;
+      if (!apply_int(ctx, name, op, u, v, &r)) { ok = false; return; }
+      if (ot == ScalarType::Bool && (op == Bin::Add || op == Bin::Mul)) r = r != 0;
+      store_int(op_, ot, o, r);
+    }
+  });
+}
+
+/// A 0-dim tensor on the stack holding a Scalar argument (Int stays int64, Double/Bool as given).
+struct ScalarTensor {
+  int64_t i = 0;
+  double d = 0;
+  bool b = false;
+  Tensor t;
+  explicit ScalarTensor(const EValue& v) {
+    if (v.is_int()) {
+      i = v.to_int();
+      t = Tensor(ScalarType::Long, 0, nullptr, &i, nullptr, nullptr);
+    } else if (v.is_bool()) {
+      b = v.to_bool();
+      t = Tensor(ScalarType::Bool, 0, nullptr, &b, nullptr, nullptr);
+    } else {
+      d = v.scalar_to_double();
+      t = Tensor(ScalarType::Double, 0, nullptr, &d, nullptr, nullptr);
+    }
+  }
+};
+
+Bin rounding_mode_op(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, bool* ok) {
+  const char* mode;
+  size_t len;
+  *ok = string_arg(ctx, name, args, i, "rounding_mode", &mode, &len);
+  if (!*ok || mode == nullptr) return Bin::Div;
+  if (string_equals(mode, len, "trunc")) return Bin::DivTrunc;
+  if (string_equals(mode, len, "floor")) return Bin::DivFloor;
+  *ok = fail(ctx, Error::InvalidArgument, "%s: rounding_mode must be None, 'trunc' or 'floor', got '%.*s'", name,
+             (int)len, mode);
+  return Bin::Div;
+}
+
+// (self, other, out)
+template <Bin OP>
+void tensor_tensor(const char* name, KernelRuntimeContext& ctx, Span<EValue*> args) {
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "other") : nullptr;
+  Tensor* out = b ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
+  if (out) binary(ctx, name, OP, *a, *b, 1.0, *out);
+}
+// (self, Scalar other, out)
+template <Bin OP>
+void tensor_scalar(const char* name, KernelRuntimeContext& ctx, Span<EValue*> args) {
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double unused;
+  if (!a || !scalar_arg(ctx, name, args, 1, "other", &unused)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
+  if (!out) return;
+  ScalarTensor s(*args[1]);
+  binary(ctx, name, OP, *a, s.t, 1.0, *out);
+}
+
+#define ETKIT_TT(fn, OP, NAME) \
+  void fn(KernelRuntimeContext& ctx, Span<EValue*> args) { tensor_tensor<OP>(NAME, ctx, args); }
+#define ETKIT_TS(fn, OP, NAME) \
+  void fn(KernelRuntimeContext& ctx, Span<EValue*> args) { tensor_scalar<OP>(NAME, ctx, args); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- arithmetic
+
+// add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)
+void add_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::add.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "other") : nullptr;
+  double alpha = 1;
+  if (!b || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) binary(ctx, name, Bin::Add, *a, *b, alpha, *out);
+}
+// add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out)
+void add_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::add.Scalar_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double other, alpha;
+  if (!a || !scalar_arg(ctx, name, args, 1, "other", &other) || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (!out) return;
+  ScalarTensor s(*args[1]);
+  binary(ctx, name, Bin::Add, *a, s.t, alpha, *out);
+}
+// sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)
+void sub_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::sub.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "other") : nullptr;
+  double alpha = 1;
+  if (!b || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) binary(ctx, name, Bin::Sub, *a, *b, alpha, *out);
+}
+// sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out)
+void sub_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::sub.Scalar_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double other, alpha;
+  if (!a || !scalar_arg(ctx, name, args, 1, "other", &other) || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (!out) return;
+  ScalarTensor s(*args[1]);
+  binary(ctx, name, Bin::Sub, *a, s.t, alpha, *out);
+}
+// rsub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out): other - alpha*self
+void rsub_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::rsub.Scalar_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double other, alpha;
+  if (!a || !scalar_arg(ctx, name, args, 1, "other", &other) || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (!out) return;
+  ScalarTensor s(*args[1]);
+  binary(ctx, name, Bin::Sub, *a, s.t, alpha, *out, /*swap=*/true);
+}
+ETKIT_TT(mul_out, Bin::Mul, "aten::mul.out")
+ETKIT_TS(mul_scalar_out, Bin::Mul, "aten::mul.Scalar_out")
+ETKIT_TT(div_out, Bin::Div, "aten::div.out")
+ETKIT_TS(div_scalar_out, Bin::Div, "aten::div.Scalar_out")
+// div.out_mode(Tensor self, Tensor other, *, str? rounding_mode, Tensor(a!) out)
+void div_out_mode(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::div.out_mode";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "other") : nullptr;
+  bool ok = b != nullptr;
+  Bin op = ok ? rounding_mode_op(ctx, name, args, 2, &ok) : Bin::Div;
+  Tensor* out = ok ? tensor_arg(ctx, name, args, 3, "out") : nullptr;
+  if (out) binary(ctx, name, op, *a, *b, 1.0, *out);
+}
+// div.Scalar_mode_out(Tensor self, Scalar other, *, str? rounding_mode, Tensor(a!) out)
+void div_scalar_mode_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::div.Scalar_mode_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double other;
+  bool ok = a != nullptr && scalar_arg(ctx, name, args, 1, "other", &other);
+  Bin op = ok ? rounding_mode_op(ctx, name, args, 2, &ok) : Bin::Div;
+  Tensor* out = ok ? tensor_arg(ctx, name, args, 3, "out") : nullptr;
+  if (!out) return;
+  ScalarTensor s(*args[1]);
+  binary(ctx, name, op, *a, s.t, 1.0, *out);
+}
+ETKIT_TT(pow_tensor_tensor_out, Bin::Pow, "aten::pow.Tensor_Tensor_out")
+ETKIT_TS(pow_tensor_scalar_out, Bin::Pow, "aten::pow.Tensor_Scalar_out")
+// pow.Scalar_out(Scalar self, Tensor exponent, *, Tensor(a!) out)
+void pow_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::pow.Scalar_out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  double base;
+  if (!scalar_arg(ctx, name, args, 0, "self", &base)) return;
+  Tensor* e = tensor_arg(ctx, name, args, 1, "exponent");
+  Tensor* out = e ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
+  if (!out) return;
+  ScalarTensor s(*args[0]);
+  binary(ctx, name, Bin::Pow, s.t, *e, 1.0, *out);
+}
+ETKIT_TT(remainder_tensor_out, Bin::Remainder, "aten::remainder.Tensor_out")
+ETKIT_TS(remainder_scalar_out, Bin::Remainder, "aten::remainder.Scalar_out")
+ETKIT_TT(fmod_tensor_out, Bin::Fmod, "aten::fmod.Tensor_out")
+ETKIT_TS(fmod_scalar_out, Bin::Fmod, "aten::fmod.Scalar_out")
+ETKIT_TT(floor_divide_out, Bin::DivFloor, "aten::floor_divide.out")
+ETKIT_TT(maximum_out, Bin::Maximum, "aten::maximum.out")
+ETKIT_TT(minimum_out, Bin::Minimum, "aten::minimum.out")
+ETKIT_TT(atan2_out, Bin::Atan2, "aten::atan2.out")
+
+// ---------------------------------------------------------------- comparison and logic
+ETKIT_TT(eq_tensor_out, Bin::Eq, "aten::eq.Tensor_out")
+ETKIT_TS(eq_scalar_out, Bin::Eq, "aten::eq.Scalar_out")
+ETKIT_TT(ne_tensor_out, Bin::Ne, "aten::ne.Tensor_out")
+ETKIT_TS(ne_scalar_out, Bin::Ne, "aten::ne.Scalar_out")
+ETKIT_TT(lt_tensor_out, Bin::Lt, "aten::lt.Tensor_out")
+ETKIT_TS(lt_scalar_out, Bin::Lt, "aten::lt.Scalar_out")
+ETKIT_TT(le_tensor_out, Bin::Le, "aten::le.Tensor_out")
+ETKIT_TS(le_scalar_out, Bin::Le, "aten::le.Scalar_out")
+ETKIT_TT(gt_tensor_out, Bin::Gt, "aten::gt.Tensor_out")
+ETKIT_TS(gt_scalar_out, Bin::Gt, "aten::gt.Scalar_out")
+ETKIT_TT(ge_tensor_out, Bin::Ge, "aten::ge.Tensor_out")
+ETKIT_TS(ge_scalar_out, Bin::Ge, "aten::ge.Scalar_out")
+ETKIT_TT(logical_and_out, Bin::LogicalAnd, "aten::logical_and.out")
+ETKIT_TT(logical_or_out, Bin::LogicalOr, "aten::logical_or.out")
+ETKIT_TT(logical_xor_out, Bin::LogicalXor, "aten::logical_xor.out")
+ETKIT_TT(bitwise_and_tensor_out, Bin::BitAnd, "aten::bitwise_and.Tensor_out")
+ETKIT_TS(bitwise_and_scalar_out, Bin::BitAnd, "aten::bitwise_and.Scalar_out")
+ETKIT_TT(bitwise_or_tensor_out, Bin::BitOr, "aten::bitwise_or.Tensor_out")
+ETKIT_TS(bitwise_or_scalar_out, Bin::BitOr, "aten::bitwise_or.Scalar_out")
+ETKIT_TT(bitwise_xor_tensor_out, Bin::BitXor, "aten::bitwise_xor.Tensor_out")
+ETKIT_TS(bitwise_xor_scalar_out, Bin::BitXor, "aten::bitwise_xor.Scalar_out")
+
+// where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out)
+void where_self_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::where.self_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* c = tensor_arg(ctx, name, args, 0, "condition");
+  Tensor* a = c ? tensor_arg(ctx, name, args, 1, "self") : nullptr;
+  Tensor* b = a ? tensor_arg(ctx, name, args, 2, "other") : nullptr;
+  Tensor* out = b ? tensor_arg(ctx, name, args, 3, "out") : nullptr;
+  if (!out) return;
+  SizesType s1[runtime::kTensorDimensionLimit], s2[runtime::kTensorDimensionLimit];
+  size_t d1, d2;
+  if (!broadcast_shape(ctx, name, *a, *b, s1, &d1)) return;
+  Tensor ab(ScalarType::Bool, d1, s1, nullptr, nullptr, nullptr);  // shape carrier only
+  if (!broadcast_shape(ctx, name, *c, ab, s2, &d2)) return;
+  if (!resize_out(ctx, name, *out, s2, d2)) return;
+  const Tensor* ins[3] = {c, a, b};
+  const bool use_float = is_floating(out->scalar_type());
+  for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
+    bool cond = load_int(c->const_data_ptr(), c->scalar_type(), in[0]) != 0;
+    const Tensor* src = cond ? a : b;
+    size_t si = cond ? in[1] : in[2];
+    if (use_float) {
+      store_double(out->mutable_data_ptr(), out->scalar_type(), o,
+                   load_double(src->const_data_ptr(), src->scalar_type(), si));
+    } else {
+      store_int(out->mutable_data_ptr(), out->scalar_type(), o, load_int(src->const_data_ptr(), src->scalar_type(), si));
+    }
+  });
+}
+
+// masked_fill.Scalar_out(Tensor self, Tensor mask, Scalar value, *, Tensor(a!) out)
+void masked_fill_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::masked_fill.Scalar_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* m = a ? tensor_arg(ctx, name, args, 1, "mask") : nullptr;
+  double value;
+  if (!m || !scalar_arg(ctx, name, args, 2, "value", &value)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (!out) return;
+  SizesType s[runtime::kTensorDimensionLimit];
+  size_t d;
+  if (!broadcast_shape(ctx, name, *a, *m, s, &d) || !resize_out(ctx, name, *out, s, d)) return;
+  const Tensor* ins[2] = {a, m};
+  for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
+    bool masked = load_int(m->const_data_ptr(), m->scalar_type(), in[1]) != 0;
+    double v = masked ? value : load_double(a->const_data_ptr(), a->scalar_type(), in[0]);
+    store_double(out->mutable_data_ptr(), out->scalar_type(), o, v);
+  });
+}
+
+// ---------------------------------------------------------------- unary
+
+namespace {
+
+using UnaryFn = double (*)(double);
+
+/// out = fn(self); integral outputs go through int64 when `int_fn` is given.
+void unary(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, UnaryFn fn,
+           int64_t (*int_fn)(int64_t) = nullptr, size_t out_index = 1) {
+  if (!check_nargs(ctx, name, args, out_index + 1)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* out = a ? tensor_arg(ctx, name, args, out_index, "out") : nullptr;
+  if (!out) return;
+  if (!resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+  const ScalarType at = a->scalar_type(), ot = out->scalar_type();
+  if (int_fn == nullptr && !is_floating(ot) && ot != ScalarType::Bool) {
+    fail(ctx, Error::NotSupported, "%s: output dtype %s is not supported (needs a floating dtype)", name,
+         runtime::scalar_type_name(ot));
+    return;
+  }
+  const Tensor* ins[1] = {a};
+  if (at == ScalarType::Float && ot == ScalarType::Float) {
+    const float* x = a->const_data_ptr<float>();
+    float* y = out->mutable_data_ptr<float>();
+    for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) { y[o] = static_cast<float>(fn(x[in[0]])); });
+    return;
+  }
+  const bool use_int = int_fn != nullptr && !is_floating(ot) && !is_floating(at);
+  for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
+    if (use_int) {
+      store_int(out->mutable_data_ptr(), ot, o, int_fn(load_int(a->const_data_ptr(), at, in[0])));
+    } else {
+      store_double(out->mutable_data_ptr(), ot, o, fn(load_double(a->const_data_ptr(), at, in[0])));
+    }
+  });
+}
+
+double d_neg(double x) { return -x; }
+int64_t i_neg(int64_t x) { return -x; }
+double d_abs(double x) { return std::fabs(x); }
+int64_t i_abs(int64_t x) { return x < 0 ? -x : x; }
+double d_exp(double x) { return std::exp(x); }
+double d_expm1(double x) { return std::expm1(x); }
+double d_log(double x) { return std::log(x); }
+double d_log1p(double x) { return std::log1p(x); }
+double d_log2(double x) { return std::log2(x); }
+double d_log10(double x) { return std::log10(x); }
+double d_sqrt(double x) { return std::sqrt(x); }
+double d_rsqrt(double x) { return 1.0 / std::sqrt(x); }
+double d_reciprocal(double x) { return 1.0 / x; }
+double d_sin(double x) { return std::sin(x); }
+double d_cos(double x) { return std::cos(x); }
+double d_tan(double x) { return std::tan(x); }
+double d_asin(double x) { return std::asin(x); }
+double d_acos(double x) { return std::acos(x); }
+double d_atan(double x) { return std::atan(x); }
+double d_sinh(double x) { return std::sinh(x); }
+double d_cosh(double x) { return std::cosh(x); }
+double d_tanh(double x) { return std::tanh(x); }
+double d_asinh(double x) { return std::asinh(x); }
+double d_acosh(double x) { return std::acosh(x); }
+double d_atanh(double x) { return std::atanh(x); }
+double d_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double d_relu(double x) { return std::isnan(x) ? x : (x > 0 ? x : 0); }
+int64_t i_relu(int64_t x) { return x > 0 ? x : 0; }
+double d_erf(double x) { return std::erf(x); }
+double d_ceil(double x) { return std::ceil(x); }
+double d_floor(double x) { return std::floor(x); }
+double d_round(double x) { return std::nearbyint(x); }  // half to even, like torch.round
+double d_trunc(double x) { return std::trunc(x); }
+int64_t i_identity(int64_t x) { return x; }
+double d_sign(double x) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); }
+int64_t i_sign(int64_t x) { return (x > 0) - (x < 0); }
+double d_logical_not(double x) { return x == 0; }
+int64_t i_logical_not(int64_t x) { return x == 0; }
+double d_isnan(double x) { return std::isnan(x); }
+double d_isinf(double x) { return std::isinf(x); }
+double d_hardswish(double x) { return x * std::fmin(std::fmax(x + 3.0, 0.0), 6.0) / 6.0; }
+double d_hardsigmoid(double x) { return std::fmin(std::fmax(x + 3.0, 0.0), 6.0) / 6.0; }
+double d_silu(double x) { return x / (1.0 + std::exp(-x)); }
+double d_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2)); }
+double d_gelu_tanh(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+}  // namespace
+
+#define ETKIT_UNARY(fn, NAME, DFN, IFN) \
+  void fn(KernelRuntimeContext& ctx, Span<EValue*> args) { unary(ctx, NAME, args, DFN, IFN); }
+
+ETKIT_UNARY(neg_out, "aten::neg.out", d_neg, i_neg)
+ETKIT_UNARY(abs_out, "aten::abs.out", d_abs, i_abs)
+ETKIT_UNARY(exp_out, "aten::exp.out", d_exp, nullptr)
+ETKIT_UNARY(expm1_out, "aten::expm1.out", d_expm1, nullptr)
+ETKIT_UNARY(log_out, "aten::log.out", d_log, nullptr)
+ETKIT_UNARY(log1p_out, "aten::log1p.out", d_log1p, nullptr)
+ETKIT_UNARY(log2_out, "aten::log2.out", d_log2, nullptr)
+ETKIT_UNARY(log10_out, "aten::log10.out", d_log10, nullptr)
+ETKIT_UNARY(sqrt_out, "aten::sqrt.out", d_sqrt, nullptr)
+ETKIT_UNARY(rsqrt_out, "aten::rsqrt.out", d_rsqrt, nullptr)
+ETKIT_UNARY(reciprocal_out, "aten::reciprocal.out", d_reciprocal, nullptr)
+ETKIT_UNARY(sin_out, "aten::sin.out", d_sin, nullptr)
+ETKIT_UNARY(cos_out, "aten::cos.out", d_cos, nullptr)
+ETKIT_UNARY(tan_out, "aten::tan.out", d_tan, nullptr)
+ETKIT_UNARY(asin_out, "aten::asin.out", d_asin, nullptr)
+ETKIT_UNARY(acos_out, "aten::acos.out", d_acos, nullptr)
+ETKIT_UNARY(atan_out, "aten::atan.out", d_atan, nullptr)
+ETKIT_UNARY(sinh_out, "aten::sinh.out", d_sinh, nullptr)
+ETKIT_UNARY(cosh_out, "aten::cosh.out", d_cosh, nullptr)
+ETKIT_UNARY(tanh_out, "aten::tanh.out", d_tanh, nullptr)
+ETKIT_UNARY(asinh_out, "aten::asinh.out", d_asinh, nullptr)
+ETKIT_UNARY(acosh_out, "aten::acosh.out", d_acosh, nullptr)
+ETKIT_UNARY(atanh_out, "aten::atanh.out", d_atanh, nullptr)
+ETKIT_UNARY(sigmoid_out, "aten::sigmoid.out", d_sigmoid, nullptr)
+ETKIT_UNARY(relu_out, "aten::relu.out", d_relu, i_relu)
+ETKIT_UNARY(erf_out, "aten::erf.out", d_erf, nullptr)
+ETKIT_UNARY(ceil_out, "aten::ceil.out", d_ceil, i_identity)
+ETKIT_UNARY(floor_out, "aten::floor.out", d_floor, i_identity)
+ETKIT_UNARY(round_out, "aten::round.out", d_round, i_identity)
+ETKIT_UNARY(trunc_out, "aten::trunc.out", d_trunc, i_identity)
+ETKIT_UNARY(sign_out, "aten::sign.out", d_sign, i_sign)
+ETKIT_UNARY(logical_not_out, "aten::logical_not.out", d_logical_not, i_logical_not)
+ETKIT_UNARY(isnan_out, "aten::isnan.out", d_isnan, nullptr)
+ETKIT_UNARY(isinf_out, "aten::isinf.out", d_isinf, nullptr)
+ETKIT_UNARY(hardswish_out, "aten::hardswish.out", d_hardswish, nullptr)
+ETKIT_UNARY(hardsigmoid_out, "aten::hardsigmoid.out", d_hardsigmoid, nullptr)
+ETKIT_UNARY(silu_out, "aten::silu.out", d_silu, nullptr)
+
+// bitwise_not.out(Tensor self, *, Tensor(a!) out)
+void bitwise_not_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::bitwise_not.out";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* out = a ? tensor_arg(ctx, name, args, 1, "out") : nullptr;
+  if (!out) return;
+  if (is_floating(a->scalar_type())) {
+    fail(ctx, Error::NotSupported, "%s: argument 'self' has dtype %s; bitwise_not needs an integer or bool tensor",
+         name, runtime::scalar_type_name(a->scalar_type()));
+    return;
+  }
+  if (!resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+  const Tensor* ins[1] = {a};
+  const bool is_bool = a->scalar_type() == ScalarType::Bool;
+  for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
+    int64_t v = load_int(a->const_data_ptr(), a->scalar_type(), in[0]);
+    store_int(out->mutable_data_ptr(), out->scalar_type(), o, is_bool ? (v == 0) : ~v);
+  });
+}
+
+// gelu.out(Tensor self, *, str approximate='none', Tensor(a!) out)
+void gelu_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::gelu.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  const char* mode;
+  size_t len;
+  if (!string_arg(ctx, name, args, 1, "approximate", &mode, &len)) return;
+  if (mode == nullptr || string_equals(mode, len, "none")) {
+    unary(ctx, name, args, d_gelu, nullptr, 2);
+  } else if (string_equals(mode, len, "tanh")) {
+    unary(ctx, name, args, d_gelu_tanh, nullptr, 2);
+  } else {
+    fail(ctx, Error::InvalidArgument, "%s: approximate must be 'none' or 'tanh', got '%.*s'", name, (int)len, mode);
+  }
+}
+
+namespace {
+/// out = clamp(self, lo, hi) where either bound may be absent.
+void clamp_impl(KernelRuntimeContext& ctx, const char* name, const Tensor& a, bool has_lo, double lo, bool has_hi,
+                double hi, Tensor& out) {
+  if (!resize_out(ctx, name, out, a.sizes().data(), a.dim())) return;
+  const Tensor* ins[1] = {&a};
+  if (a.scalar_type() == ScalarType::Float && out.scalar_type() == ScalarType::Float) {
+    const float* x = a.const_data_ptr<float>();
+    float* y = out.mutable_data_ptr<float>();
+    const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+    for_each_broadcast(out, ins, [&](size_t o, const size_t* in) {
+      float v = x[in[0]];
+      if (!std::isnan(v)) {
+        if (has_lo && v < flo) v = flo;
+        if (has_hi && v > fhi) v = fhi;
+      }
+      y[o] = v;
+    });
+    return;
+  }
+  for_each_broadcast(out, ins, [&](size_t o, const size_t* in) {
+    double v = load_double(a.const_data_ptr(), a.scalar_type(), in[0]);
+    if (!std::isnan(v)) {
+      if (has_lo && v < lo) v = lo;
+      if (has_hi && v > hi) v = hi;
+    }
+    store_double(out.mutable_data_ptr(), out.scalar_type(), o, v);
+  });
+}
+}  // namespace
+
+// hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out)
+void hardtanh_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::hardtanh.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double lo, hi;
+  if (!a || !scalar_arg(ctx, name, args, 1, "min_val", &lo) || !scalar_arg(ctx, name, args, 2, "max_val", &hi)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) clamp_impl(ctx, name, *a, true, lo, true, hi, *out);
+}
+
+// clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out)
+void clamp_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::clamp.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  if (!a) return;
+  double lo = 0, hi = 0;
+  bool has_lo = !args[1]->is_none(), has_hi = !args[2]->is_none();
+  if (has_lo && !scalar_arg(ctx, name, args, 1, "min", &lo)) return;
+  if (has_hi && !scalar_arg(ctx, name, args, 2, "max", &hi)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) clamp_impl(ctx, name, *a, has_lo, lo, has_hi, hi, *out);
+}
+
+// clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out)
+void clamp_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::clamp.Tensor_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor *lo = nullptr, *hi = nullptr;
+  if (!a || !optional_tensor_arg(ctx, name, args, 1, "min", &lo) || !optional_tensor_arg(ctx, name, args, 2, "max", &hi))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (!out) return;
+  // Bounds absent -> use self as a stand-in so the three-way broadcast stays uniform.
+  const Tensor* l = lo ? lo : a;
+  const Tensor* h = hi ? hi : a;
+  SizesType s1[runtime::kTensorDimensionLimit], s2[runtime::kTensorDimensionLimit];
+  size_t d1, d2;
+  if (!broadcast_shape(ctx, name, *a, *l, s1, &d1)) return;
+  Tensor t1(ScalarType::Bool, d1, s1, nullptr, nullptr, nullptr);
+  if (!broadcast_shape(ctx, name, t1, *h, s2, &d2) || !resize_out(ctx, name, *out, s2, d2)) return;
+  const Tensor* ins[3] = {a, l, h};
+  for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
+    double v = load_double(a->const_data_ptr(), a->scalar_type(), in[0]);
+    if (lo) v = std::fmax(v, load_double(lo->const_data_ptr(), lo->scalar_type(), in[1]));
+    if (hi) v = std::fmin(v, load_double(hi->const_data_ptr(), hi->scalar_type(), in[2]));
+    store_double(out->mutable_data_ptr(), out->scalar_type(), o, v);
+  });
+}
+
+// leaky_relu.out(Tensor self, Scalar negative_slope=0.01, *, Tensor(a!) out)
+void leaky_relu_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::leaky_relu.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double slope;
+  if (!a || !scalar_arg(ctx, name, args, 1, "negative_slope", &slope)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
+  if (!out || !resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+  const Tensor* ins[1] = {a};
+  for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
+    double v = load_double(a->const_data_ptr(), a->scalar_type(), in[0]);
+    store_double(out->mutable_data_ptr(), out->scalar_type(), o, v > 0 ? v : v * slope);
+  });
+}
+
+// elu.out(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1, *, Tensor(a!) out)
+void elu_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::elu.out";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double alpha, scale, input_scale;
+  if (!a || !scalar_arg(ctx, name, args, 1, "alpha", &alpha) || !scalar_arg(ctx, name, args, 2, "scale", &scale) ||
+      !scalar_arg(ctx, name, args, 3, "input_scale", &input_scale))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
+  if (!out || !resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+  const Tensor* ins[1] = {a};
+  for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
+    double v = load_double(a->const_data_ptr(), a->scalar_type(), in[0]);
+    double r = v > 0 ? v * scale : alpha * scale * std::expm1(v * input_scale);
+    store_double(out->mutable_data_ptr(), out->scalar_type(), o, r);
+  });
+}
+
+}  // namespace etkit::portable

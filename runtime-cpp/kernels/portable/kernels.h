@@ -1,0 +1,159 @@
+// Shared helpers for the portable kernels: argument access, dtype-generic element loads/stores,
+// broadcasting iteration, output resizing and error reporting.
+//
+// The kernels are reference code: readable first, fast where it is cheap (float32 fast paths).
+// Argument positions follow each op's out-variant schema (ExecuTorch kernels/portable/functions.yaml);
+// ExecuTorch's emitter appends the return value(s) after the schema arguments, so kernels always index
+// arguments from the front.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "etkit/runtime/error.h"
+#include "etkit/runtime/evalue.h"
+#include "etkit/runtime/kernel.h"
+#include "etkit/runtime/tensor.h"
+
+namespace etkit::portable {
+
+using runtime::Error;
+using runtime::EValue;
+using runtime::Kernel;
+using runtime::KernelRuntimeContext;
+using runtime::ScalarType;
+using runtime::SizesType;
+using runtime::Span;
+using runtime::Tensor;
+
+/// Kernel table (table.cpp).
+const Kernel* kernel_table();
+size_t kernel_table_size();
+
+// ------------------------------------------------------------------ errors
+
+/// Records a message and marks the kernel call failed. Always returns false (for `return fail(...)`).
+bool fail(KernelRuntimeContext& ctx, Error error, const char* format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+// ------------------------------------------------------------------ argument access
+
+/// Checks that `args` has at least `n` entries.
+bool check_nargs(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t n);
+/// The tensor at args[i], or fails naming op and argument.
+Tensor* tensor_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name);
+/// Null for None; fails for anything but a Tensor or None.
+bool optional_tensor_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,
+                         Tensor** out);
+/// Int/Double/Bool scalar as double.
+bool scalar_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,
+                double* out);
+bool int_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, int64_t* out);
+/// Int list; a None EValue gives an empty span with *is_none = true (if is_none is given).
+bool int_list_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,
+                  Span<const int64_t>* out, bool* is_none = nullptr);
+bool bool_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, bool* out);
+/// String or None (nullptr, size 0).
+bool string_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,
+                const char** data, size_t* size);
+bool string_equals(const char* data, size_t size, const char* literal);
+
+// ------------------------------------------------------------------ dtypes
+
+/// Bool, Byte, Char, Short, Int, Long, Half, Float, Double, BFloat16.
+bool is_supported_dtype(ScalarType t);
+bool is_floating(ScalarType t);
+bool is_integral(ScalarType t);  // excludes Bool
+/// Fails unless every tensor's dtype is supported: "op: argument 'name' has dtype X, ...".
+bool check_dtype(KernelRuntimeContext& ctx, const char* op, const Tensor& t, const char* name);
+bool check_floating(KernelRuntimeContext& ctx, const char* op, const Tensor& t, const char* name);
+
+double load_double(const void* base, ScalarType t, size_t i);
+int64_t load_int(const void* base, ScalarType t, size_t i);
+void store_double(void* base, ScalarType t, size_t i, double v);
+void store_int(void* base, ScalarType t, size_t i, int64_t v);
+
+// ------------------------------------------------------------------ shapes
+
+/// Normalises a possibly negative dim for a tensor of rank `rank` (rank 0 accepts -1/0).
+bool normalize_dim(KernelRuntimeContext& ctx, const char* op, int64_t dim, size_t rank, size_t* out);
+/// Resizes `out` to `sizes` (within its planned capacity), failing with a message naming op.
+bool resize_out(KernelRuntimeContext& ctx, const char* op, Tensor& out, const SizesType* sizes, size_t dim);
+/// Broadcast shape of a and b (numpy rules). Fails naming op and both shapes.
+bool broadcast_shape(KernelRuntimeContext& ctx, const char* op, const Tensor& a, const Tensor& b, SizesType* out,
+                     size_t* out_dim);
+bool same_shape(const Tensor& a, const Tensor& b);
+
+/// Iterates over every element of `out` (its logical index), calling fn(out_offset, in_offsets) with
+/// element offsets (not bytes) into out and each input, honouring strides and broadcasting (an input
+/// dim of size 1, or missing leading dims, repeats). Inputs must be broadcastable to out.
+template <size_t N, typename Fn>
+void for_each_broadcast(const Tensor& out, const Tensor* const (&inputs)[N], Fn&& fn) {
+  const size_t dim = out.dim();
+  const size_t numel = out.numel();
+  // Fast path: all shapes and strides equal -> element i of each.
+  bool simple = true;
+  for (size_t k = 0; k < N && simple; ++k) {
+    const Tensor& in = *inputs[k];
+    if (in.dim() != dim) { simple = false; break; }
+    for (size_t d = 0; d < dim; ++d) {
+      if (in.size(d) != out.size(d) || (out.size(d) != 1 && in.stride(d) != out.stride(d))) { simple = false; break; }
+    }
+  }
+  size_t in_off[N > 0 ? N : 1];
+  if (simple) {
+    for (size_t i = 0; i < numel; ++i) {
+      for (size_t k = 0; k < N; ++k) in_off[k] = i;
+      fn(i, static_cast<const size_t*>(in_off));
+    }
+    return;
+  }
+  int64_t in_strides[N > 0 ? N : 1][runtime::kTensorDimensionLimit];
+  for (size_t k = 0; k < N; ++k) {
+    const Tensor& in = *inputs[k];
+    size_t lead = dim - in.dim();
+    for (size_t d = 0; d < dim; ++d) {
+      in_strides[k][d] = (d < lead || in.size(d - lead) == 1) ? 0 : in.stride(d - lead);
+    }
+  }
+  int64_t idx[runtime::kTensorDimensionLimit] = {0};
+  for (size_t i = 0; i < numel; ++i) {
+    size_t o = 0;
+    for (size_t d = 0; d < dim; ++d) o += static_cast<size_t>(idx[d] * out.stride(d));
+    for (size_t k = 0; k < N; ++k) {
+      int64_t off = 0;
+      for (size_t d = 0; d < dim; ++d) off += idx[d] * in_strides[k][d];
+      in_off[k] = static_cast<size_t>(off);
+    }
+    fn(o, static_cast<const size_t*>(in_off));
+    for (size_t d = dim; d-- > 0;) {
+      if (++idx[d] < out.size(d)) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Element offset (in elements) of logical index `idx` in t.
+inline size_t offset_of(const Tensor& t, const int64_t* idx) {
+  int64_t off = 0;
+  for (size_t d = 0; d < t.dim(); ++d) off += idx[d] * t.stride(d);
+  return static_cast<size_t>(off);
+}
+
+/// Advances a row-major logical index over `sizes`; returns false after the last element.
+inline bool next_index(int64_t* idx, const SizesType* sizes, size_t dim) {
+  for (size_t d = dim; d-- > 0;) {
+    if (++idx[d] < sizes[d]) return true;
+    idx[d] = 0;
+  }
+  return false;
+}
+
+/// Copies src into dst element by element (same numel, any dtypes, logical row-major order).
+void copy_elements(const Tensor& src, Tensor& dst);
+
+}  // namespace etkit::portable

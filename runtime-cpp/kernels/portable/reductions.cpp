@@ -1,0 +1,518 @@
+// Reductions and normalisations: sum, mean, amax, amin, any, argmax, argmin, max.dim, min.dim,
+// cumsum, _softmax, _log_softmax, native_layer_norm, _native_batch_norm_legit_no_training.
+// Accumulation is in double (int64 for integer sums); results are stored in the output dtype.
+#include <cmath>
+#include <limits>
+
+#include "kernels.h"
+
+namespace etkit::portable {
+namespace {
+
+/// Which input dims are kept and which are reduced, and the output shape.
+struct ReducePlan {
+  size_t kept[runtime::kTensorDimensionLimit];
+  size_t nkept = 0;
+  size_t red[runtime::kTensorDimensionLimit];
+  size_t nred = 0;
+  SizesType out_sizes[runtime::kTensorDimensionLimit];
+  size_t out_dim = 0;
+};
+
+/// `dims` empty (or `all`) reduces every dim, as torch does for dim=None / dim=[].
+bool make_plan(KernelRuntimeContext& ctx, const char* name, const Tensor& in, Span<const int64_t> dims, bool all,
+               bool keepdim, ReducePlan* p) {
+  bool reduce[runtime::kTensorDimensionLimit] = {false};
+  if (all || dims.empty()) {
+    for (size_t d = 0; d < in.dim(); ++d) reduce[d] = true;
+  } else {
+    for (int64_t d : dims) {
+      size_t nd;
+      if (!normalize_dim(ctx, name, d, in.dim(), &nd)) return false;
+      if (in.dim() > 0) reduce[nd] = true;
+    }
+  }
+  for (size_t d = 0; d < in.dim(); ++d) {
+    if (reduce[d]) {
+      p->red[p->nred++] = d;
+      if (keepdim) p->out_sizes[p->out_dim++] = 1;
+    } else {
+      p->kept[p->nkept++] = d;
+      p->out_sizes[p->out_dim++] = in.size(d);
+    }
+  }
+  return true;
+}
+
+/// For each output element (row-major over kept dims) calls begin(), then step(in_offset) for every
+/// reduced element, then end(out_index, count).
+template <typename Begin, typename Step, typename End>
+void reduce_loop(const Tensor& in, const ReducePlan& p, Begin begin, Step step, End end) {
+  size_t n_out = 1, n_red = 1;
+  for (size_t j = 0; j < p.nkept; ++j) n_out *= static_cast<size_t>(in.size(p.kept[j]));
+  for (size_t j = 0; j < p.nred; ++j) n_red *= static_cast<size_t>(in.size(p.red[j]));
+  int64_t kidx[runtime::kTensorDimensionLimit] = {0};
+  for (size_t o = 0; o < n_out; ++o) {
+    int64_t base = 0;
+    for (size_t j = 0; j < p.nkept; ++j) base += kidx[j] * in.stride(p.kept[j]);
+    begin();
+    int64_t ridx[runtime::kTensorDimensionLimit] = {0};
+    for (size_t r = 0; r < n_red; ++r) {
+      int64_t off = base;
+      for (size_t j = 0; j < p.nred; ++j) off += ridx[j] * in.stride(p.red[j]);
+      step(static_cast<size_t>(off));
+      for (size_t j = p.nred; j-- > 0;) {
+        if (++ridx[j] < in.size(p.red[j])) break;
+        ridx[j] = 0;
+      }
+    }
+    end(o, n_red);
+    for (size_t j = p.nkept; j-- > 0;) {
+      if (++kidx[j] < in.size(p.kept[j])) break;
+      kidx[j] = 0;
+    }
+  }
+}
+
+bool check_contiguous_out(KernelRuntimeContext& ctx, const char* name, const Tensor& out) {
+  if (!out.is_contiguous_dim_order()) {
+    return fail(ctx, Error::NotSupported, "%s: the portable kernel needs a contiguous output", name);
+  }
+  return true;
+}
+
+enum class Red { Sum, Mean, Max, Min, Any };
+
+// Shared body of sum/mean/amax/amin/any over `dims`.
+void reduce_op(KernelRuntimeContext& ctx, const char* name, Red kind, const Tensor& in, Span<const int64_t> dims,
+               bool all, bool keepdim, Tensor& out) {
+  ReducePlan p;
+  if (!make_plan(ctx, name, in, dims, all, keepdim, &p)) return;
+  if (!resize_out(ctx, name, out, p.out_sizes, p.out_dim) || !check_contiguous_out(ctx, name, out)) return;
+  const void* x = in.const_data_ptr();
+  const ScalarType it = in.scalar_type(), ot = out.scalar_type();
+  const bool int_sum = kind == Red::Sum && !is_floating(ot) && !is_floating(it);
+  double acc = 0;
+  int64_t iacc = 0;
+  reduce_loop(
+      in, p,
+      [&] {
+        iacc = 0;
+        acc = kind == Red::Max ? -std::numeric_limits<double>::infinity()
+              : kind == Red::Min ? std::numeric_limits<double>::infinity()
+                                 : 0.0;
+      },
+      [&](size_t off) {
+        switch (kind) {
+          case Red::Sum:
+          case Red::Mean:
+            if (int_sum) iacc += load_int(x, it, off);
+            else acc += load_double(x, it, off);
+            break;
+          case Red::Max: {
+            double v = load_double(x, it, off);
+            if (std::isnan(v) || v > acc) acc = std::isnan(acc) ? acc : v;
+            break;
+          }
+          case Red::Min: {
+            double v = load_double(x, it, off);
+            if (std::isnan(v) || v < acc) acc = std::isnan(acc) ? acc : v;
+            break;
+          }
+          case Red::Any:
+            if (load_double(x, it, off) != 0) acc = 1;
+            break;
+        }
+      },
+      [&](size_t o, size_t count) {
+        if (int_sum) {
+          store_int(out.mutable_data_ptr(), ot, o, iacc);
+        } else if (kind == Red::Mean) {
+          store_double(out.mutable_data_ptr(), ot, o, count == 0 ? NAN : acc / double(count));
+        } else if ((kind == Red::Max || kind == Red::Min) && !is_floating(ot)) {
+          store_int(out.mutable_data_ptr(), ot, o, static_cast<int64_t>(acc));
+        } else {
+          store_double(out.mutable_data_ptr(), ot, o, acc);
+        }
+      });
+}
+
+bool optional_dim_list(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i,
+                       Span<const int64_t>* dims, bool* all) {
+  bool none = false;
+  if (!int_list_arg(ctx, name, args, i, "dim", dims, &none)) return false;
+  *all = none || dims->empty();
+  return true;
+}
+
+}  // namespace
+
+// sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out)
+void sum_intlist_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::sum.IntList_out";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  bool all, keepdim;
+  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
+  if (out) reduce_op(ctx, name, Red::Sum, *a, dims, all, keepdim, *out);
+}
+
+// mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out)
+void mean_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::mean.out";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  bool all, keepdim;
+  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
+  if (out && check_floating(ctx, name, *out, "out")) reduce_op(ctx, name, Red::Mean, *a, dims, all, keepdim, *out);
+}
+
+// mean.dtype_out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out)
+void mean_dtype_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::mean.dtype_out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* out = a ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
+  if (out && check_floating(ctx, name, *out, "out")) reduce_op(ctx, name, Red::Mean, *a, {}, true, false, *out);
+}
+
+// amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out)
+void amax_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::amax.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  bool all, keepdim;
+  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) reduce_op(ctx, name, Red::Max, *a, dims, all, keepdim, *out);
+}
+
+// amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out)
+void amin_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::amin.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  bool all, keepdim;
+  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) reduce_op(ctx, name, Red::Min, *a, dims, all, keepdim, *out);
+}
+
+// any.all_out(Tensor self, *, Tensor(a!) out)
+void any_all_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::any.all_out";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* out = a ? tensor_arg(ctx, name, args, 1, "out") : nullptr;
+  if (out) reduce_op(ctx, name, Red::Any, *a, {}, true, false, *out);
+}
+
+// any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out)
+void any_dims_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::any.dims_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  bool all, keepdim;
+  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) reduce_op(ctx, name, Red::Any, *a, dims, all, keepdim, *out);
+}
+
+// any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out)
+void any_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::any.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  int64_t dim;
+  bool keepdim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) reduce_op(ctx, name, Red::Any, *a, Span<const int64_t>(&dim, 1), false, keepdim, *out);
+}
+
+namespace {
+// Shared body of argmax/argmin/max.dim/min.dim: writes values (may be null) and int64 indices.
+void arg_reduce(KernelRuntimeContext& ctx, const char* name, bool is_max, const Tensor& in, bool has_dim, int64_t dim,
+                bool keepdim, Tensor* values, Tensor* indices) {
+  ReducePlan p;
+  if (!make_plan(ctx, name, in, Span<const int64_t>(&dim, 1), !has_dim, keepdim, &p)) return;
+  if (values && (!resize_out(ctx, name, *values, p.out_sizes, p.out_dim) || !check_contiguous_out(ctx, name, *values)))
+    return;
+  if (!resize_out(ctx, name, *indices, p.out_sizes, p.out_dim) || !check_contiguous_out(ctx, name, *indices)) return;
+  double best = 0;
+  int64_t best_i = 0, i = 0;
+  bool first = true;
+  reduce_loop(
+      in, p, [&] { first = true; i = 0; best_i = 0; },
+      [&](size_t off) {
+        double v = load_double(in.const_data_ptr(), in.scalar_type(), off);
+        bool better = first || (!std::isnan(best) && (std::isnan(v) || (is_max ? v > best : v < best)));
+        if (better) { best = v; best_i = i; }
+        first = false;
+        ++i;
+      },
+      [&](size_t o, size_t) {
+        if (values) store_double(values->mutable_data_ptr(), values->scalar_type(), o, best);
+        store_int(indices->mutable_data_ptr(), indices->scalar_type(), o, best_i);
+      });
+}
+}  // namespace
+
+// argmax.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out)
+void argmax_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::argmax.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  int64_t dim = 0;
+  bool keepdim;
+  bool has_dim = a && !args[1]->is_none();
+  if (!a || (has_dim && !int_arg(ctx, name, args, 1, "dim", &dim)) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) arg_reduce(ctx, name, true, *a, has_dim, dim, keepdim, nullptr, out);
+}
+
+// argmin.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out)
+void argmin_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::argmin.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  int64_t dim = 0;
+  bool keepdim;
+  bool has_dim = a && !args[1]->is_none();
+  if (!a || (has_dim && !int_arg(ctx, name, args, 1, "dim", &dim)) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) arg_reduce(ctx, name, false, *a, has_dim, dim, keepdim, nullptr, out);
+}
+
+// max.dim_max(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) max, Tensor(b!) max_values)
+void max_dim_max(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::max.dim_max";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  int64_t dim;
+  bool keepdim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim)) return;
+  Tensor* v = tensor_arg(ctx, name, args, 3, "max");
+  Tensor* i = v ? tensor_arg(ctx, name, args, 4, "max_indices") : nullptr;
+  if (i) arg_reduce(ctx, name, true, *a, true, dim, keepdim, v, i);
+}
+
+// min.dim_min(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) min, Tensor(b!) min_indices)
+void min_dim_min(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::min.dim_min";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  int64_t dim;
+  bool keepdim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim)) return;
+  Tensor* v = tensor_arg(ctx, name, args, 3, "min");
+  Tensor* i = v ? tensor_arg(ctx, name, args, 4, "min_indices") : nullptr;
+  if (i) arg_reduce(ctx, name, false, *a, true, dim, keepdim, v, i);
+}
+
+namespace {
+/// Splits a contiguous tensor around `dim` into outer x size x inner.
+void split_dims(const Tensor& t, size_t dim, size_t* outer, size_t* size, size_t* inner) {
+  *outer = 1;
+  *inner = 1;
+  for (size_t d = 0; d < dim; ++d) *outer *= static_cast<size_t>(t.size(d));
+  for (size_t d = dim + 1; d < t.dim(); ++d) *inner *= static_cast<size_t>(t.size(d));
+  *size = t.dim() == 0 ? 1 : static_cast<size_t>(t.size(dim));
+}
+
+bool check_contiguous(KernelRuntimeContext& ctx, const char* name, const Tensor& t, const char* arg) {
+  if (!t.is_contiguous_dim_order()) {
+    return fail(ctx, Error::NotSupported, "%s: argument '%s' must be contiguous for the portable kernel", name, arg);
+  }
+  return true;
+}
+
+void softmax_impl(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool log) {
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  int64_t dim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  size_t d;
+  if (!out || !check_floating(ctx, name, *a, "self") || !normalize_dim(ctx, name, dim, a->dim(), &d) ||
+      !check_contiguous(ctx, name, *a, "self") || !check_contiguous(ctx, name, *out, "out") ||
+      !resize_out(ctx, name, *out, a->sizes().data(), a->dim()))
+    return;
+  size_t outer, size, inner;
+  split_dims(*a, d, &outer, &size, &inner);
+  const void* x = a->const_data_ptr();
+  void* y = out->mutable_data_ptr();
+  const ScalarType it = a->scalar_type(), ot = out->scalar_type();
+  for (size_t o = 0; o < outer; ++o) {
+    for (size_t i = 0; i < inner; ++i) {
+      size_t base = o * size * inner + i;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (size_t k = 0; k < size; ++k) mx = std::fmax(mx, load_double(x, it, base + k * inner));
+      double sum = 0;
+      for (size_t k = 0; k < size; ++k) sum += std::exp(load_double(x, it, base + k * inner) - mx);
+      const double lse = std::log(sum);
+      for (size_t k = 0; k < size; ++k) {
+        double v = load_double(x, it, base + k * inner) - mx;
+        store_double(y, ot, base + k * inner, log ? v - lse : std::exp(v) / sum);
+      }
+    }
+  }
+}
+}  // namespace
+
+// _softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out)
+void softmax_out(KernelRuntimeContext& ctx, Span<EValue*> args) { softmax_impl(ctx, "aten::_softmax.out", args, false); }
+// _log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out)
+void log_softmax_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  softmax_impl(ctx, "aten::_log_softmax.out", args, true);
+}
+
+// cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out)
+void cumsum_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::cumsum.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  int64_t dim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  size_t d;
+  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d) || !check_contiguous(ctx, name, *a, "self") ||
+      !check_contiguous(ctx, name, *out, "out") || !resize_out(ctx, name, *out, a->sizes().data(), a->dim()))
+    return;
+  size_t outer, size, inner;
+  split_dims(*a, d, &outer, &size, &inner);
+  const bool use_int = !is_floating(out->scalar_type());
+  for (size_t o = 0; o < outer; ++o) {
+    for (size_t i = 0; i < inner; ++i) {
+      double acc = 0;
+      int64_t iacc = 0;
+      for (size_t k = 0; k < size; ++k) {
+        size_t off = o * size * inner + k * inner + i;
+        if (use_int) {
+          iacc += load_int(a->const_data_ptr(), a->scalar_type(), off);
+          store_int(out->mutable_data_ptr(), out->scalar_type(), off, iacc);
+        } else {
+          acc += load_double(a->const_data_ptr(), a->scalar_type(), off);
+          store_double(out->mutable_data_ptr(), out->scalar_type(), off, acc);
+        }
+      }
+    }
+  }
+}
+
+// native_layer_norm.out(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, *,
+//                       Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)
+void native_layer_norm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::native_layer_norm.out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Span<const int64_t> norm;
+  Tensor *w = nullptr, *b = nullptr;
+  double eps;
+  if (!in || !int_list_arg(ctx, name, args, 1, "normalized_shape", &norm) ||
+      !optional_tensor_arg(ctx, name, args, 2, "weight", &w) || !optional_tensor_arg(ctx, name, args, 3, "bias", &b) ||
+      !scalar_arg(ctx, name, args, 4, "eps", &eps))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 5, "out0");
+  Tensor* mean = out ? tensor_arg(ctx, name, args, 6, "out1") : nullptr;
+  Tensor* rstd = mean ? tensor_arg(ctx, name, args, 7, "out2") : nullptr;
+  if (!rstd || !check_floating(ctx, name, *in, "input") || !check_contiguous(ctx, name, *in, "input")) return;
+  if (norm.size() > in->dim()) {
+    fail(ctx, Error::InvalidArgument, "%s: normalized_shape has %zu dims but input has %zu", name, norm.size(),
+         in->dim());
+    return;
+  }
+  size_t axis = in->dim() - norm.size();
+  size_t n = 1;
+  for (size_t j = 0; j < norm.size(); ++j) {
+    if (in->size(axis + j) != norm[j]) {
+      fail(ctx, Error::InvalidArgument, "%s: normalized_shape[%zu] = %lld does not match input size %d", name, j,
+           (long long)norm[j], in->size(axis + j));
+      return;
+    }
+    n *= static_cast<size_t>(norm[j]);
+  }
+  SizesType stat_sizes[runtime::kTensorDimensionLimit];
+  for (size_t d = 0; d < in->dim(); ++d) stat_sizes[d] = d < axis ? in->size(d) : 1;
+  if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim()) || !check_contiguous(ctx, name, *out, "out0")) return;
+  // mean/rstd may be planned with zero size when unused; only fill them when they have room.
+  const bool write_stats = mean->numel() > 0 || rstd->numel() > 0;
+  if (write_stats && (!resize_out(ctx, name, *mean, stat_sizes, in->dim()) ||
+                      !resize_out(ctx, name, *rstd, stat_sizes, in->dim())))
+    return;
+  const size_t m = n == 0 ? 0 : in->numel() / n;
+  const void* x = in->const_data_ptr();
+  const ScalarType it = in->scalar_type(), ot = out->scalar_type();
+  for (size_t r = 0; r < m; ++r) {
+    double sum = 0, sq = 0;
+    for (size_t k = 0; k < n; ++k) sum += load_double(x, it, r * n + k);
+    const double mu = sum / double(n);
+    for (size_t k = 0; k < n; ++k) {
+      double c = load_double(x, it, r * n + k) - mu;
+      sq += c * c;
+    }
+    const double inv = 1.0 / std::sqrt(sq / double(n) + eps);
+    for (size_t k = 0; k < n; ++k) {
+      double v = (load_double(x, it, r * n + k) - mu) * inv;
+      if (w) v *= load_double(w->const_data_ptr(), w->scalar_type(), k);
+      if (b) v += load_double(b->const_data_ptr(), b->scalar_type(), k);
+      store_double(out->mutable_data_ptr(), ot, r * n + k, v);
+    }
+    if (write_stats) {
+      store_double(mean->mutable_data_ptr(), mean->scalar_type(), r, mu);
+      store_double(rstd->mutable_data_ptr(), rstd->scalar_type(), r, inv);
+    }
+  }
+}
+
+// _native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean,
+//     Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)
+void native_batch_norm_legit_no_training_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::_native_batch_norm_legit_no_training.out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Tensor *w = nullptr, *b = nullptr;
+  if (!in || !optional_tensor_arg(ctx, name, args, 1, "weight", &w) || !optional_tensor_arg(ctx, name, args, 2, "bias", &b))
+    return;
+  Tensor* rm = tensor_arg(ctx, name, args, 3, "running_mean");
+  Tensor* rv = rm ? tensor_arg(ctx, name, args, 4, "running_var") : nullptr;
+  double momentum, eps;
+  if (!rv || !scalar_arg(ctx, name, args, 5, "momentum", &momentum) || !scalar_arg(ctx, name, args, 6, "eps", &eps))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 7, "out0");
+  if (!out || !check_floating(ctx, name, *in, "input") || in->dim() < 2) {
+    if (out && in->dim() < 2) fail(ctx, Error::InvalidArgument, "%s: input must be at least 2-D", name);
+    return;
+  }
+  if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim())) return;
+  const size_t channels = static_cast<size_t>(in->size(1));
+  int64_t idx[runtime::kTensorDimensionLimit] = {0};
+  const size_t numel = in->numel();
+  for (size_t i = 0; i < numel; ++i) {
+    size_t c = static_cast<size_t>(idx[1]);
+    if (c >= channels) break;
+    double mu = load_double(rm->const_data_ptr(), rm->scalar_type(), c);
+    double var = load_double(rv->const_data_ptr(), rv->scalar_type(), c);
+    double v = (load_double(in->const_data_ptr(), in->scalar_type(), offset_of(*in, idx)) - mu) / std::sqrt(var + eps);
+    if (w) v *= load_double(w->const_data_ptr(), w->scalar_type(), c);
+    if (b) v += load_double(b->const_data_ptr(), b->scalar_type(), c);
+    store_double(out->mutable_data_ptr(), out->scalar_type(), offset_of(*out, idx), v);
+    next_index(idx, in->sizes().data(), in->dim());
+  }
+}
+
+}  // namespace etkit::portable

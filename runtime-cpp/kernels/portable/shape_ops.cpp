@@ -1,0 +1,1045 @@
+// Copy-variants of view ops and other data-movement kernels: view_copy, permute_copy, expand_copy,
+// slice_copy, select_copy, unsqueeze_copy, squeeze_copy, transpose_copy, t_copy, cat, stack, split,
+// unbind, clone, _to_copy, _to_dim_order_copy, full, zeros, ones, scalar_tensor, arange, index_select,
+// index.Tensor, embedding, constant_pad_nd, repeat, gather, sym_size.
+//
+// Most view ops are written as "describe a strided view of self, then copy it to out": the view is a
+// (sizes, strides, offset) triple over self's storage, copied element by element in logical order.
+// Pure data movement copies bytes, so it works for every dtype.
+#include <cmath>
+#include <cstring>
+
+#include "kernels.h"
+
+namespace etkit::portable {
+namespace {
+
+constexpr size_t kMaxDim = runtime::kTensorDimensionLimit;
+
+/// A tensor argument of any dtype (data movement does not interpret elements).
+Tensor* any_tensor(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg) {
+  if (i >= args.size() || !args[i]->is_tensor()) {
+    fail(ctx, Error::InvalidArgument, "%s: argument '%s' (position %zu) must be a Tensor", name, arg, i);
+    return nullptr;
+  }
+  return &args[i]->to_tensor();
+}
+
+struct View {
+  size_t dim = 0;
+  SizesType sizes[kMaxDim];
+  int64_t strides[kMaxDim];
+  int64_t offset = 0;
+};
+
+/// The identity view of t (its own sizes and strides).
+View view_of(const Tensor& t) {
+  View v;
+  v.dim = t.dim();
+  for (size_t d = 0; d < t.dim(); ++d) {
+    v.sizes[d] = t.size(d);
+    v.strides[d] = t.stride(d);
+  }
+  return v;
+}
+
+/// Copies view `v` of `src` into `out` (resized to the view's shape), element by element.
+bool copy_view(KernelRuntimeContext& ctx, const char* name, const Tensor& src, const View& v, Tensor& out) {
+  if (src.scalar_type() != out.scalar_type()) {
+    return fail(ctx, Error::InvalidArgument, "%s: output dtype %s differs from input dtype %s", name,
+                runtime::scalar_type_name(out.scalar_type()), runtime::scalar_type_name(src.scalar_type()));
+  }
+  if (!resize_out(ctx, name, out, v.sizes, v.dim)) return false;
+  const size_t es = src.element_size();
+  const uint8_t* s = static_cast<const uint8_t*>(src.const_data_ptr());
+  uint8_t* o = static_cast<uint8_t*>(out.mutable_data_ptr());
+  const size_t n = out.numel();
+  if (n == 0) return true;
+  int64_t idx[kMaxDim] = {0};
+  // Innermost run: contiguous in both -> copy whole rows.
+  const size_t last = v.dim == 0 ? 0 : v.dim - 1;
+  const bool row_contig = v.dim > 0 && v.strides[last] == 1 && out.stride(last) == 1;
+  const size_t row = row_contig ? static_cast<size_t>(v.sizes[last]) : 1;
+  for (size_t i = 0; i < n; i += row) {
+    int64_t so = v.offset, oo = 0;
+    for (size_t d = 0; d < v.dim; ++d) {
+      so += idx[d] * v.strides[d];
+      oo += idx[d] * out.stride(d);
+    }
+    std::memcpy(o + oo * es, s + so * es, es * row);
+    if (row_contig) {
+      idx[last] = v.sizes[last] - 1;
+    }
+    for (size_t d = v.dim; d-- > 0;) {
+      if (++idx[d] < v.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return true;
+}
+
+/// Row-major contiguous copy when both are contiguous, else a logical-order copy.
+bool copy_same_order(KernelRuntimeContext& ctx, const char* name, const Tensor& src, Tensor& out, const SizesType* sizes,
+                     size_t dim) {
+  if (src.scalar_type() != out.scalar_type()) {
+    return fail(ctx, Error::InvalidArgument, "%s: output dtype %s differs from input dtype %s", name,
+                runtime::scalar_type_name(out.scalar_type()), runtime::scalar_type_name(src.scalar_type()));
+  }
+  if (!resize_out(ctx, name, out, sizes, dim)) return false;
+  if (out.numel() != src.numel()) {
+    return fail(ctx, Error::InvalidArgument, "%s: output has %zu elements but the input has %zu", name, out.numel(),
+                src.numel());
+  }
+  if (src.is_contiguous_dim_order() && out.is_contiguous_dim_order()) {
+    std::memcpy(out.mutable_data_ptr(), src.const_data_ptr(), src.nbytes());
+    return true;
+  }
+  copy_elements(src, out);
+  return true;
+}
+
+}  // namespace
+
+// view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out)
+void view_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::view_copy.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Span<const int64_t> size;
+  if (!a || !int_list_arg(ctx, name, args, 1, "size", &size)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  if (!out) return;
+  if (size.size() > kMaxDim) {
+    fail(ctx, Error::InvalidArgument, "%s: size has %zu dims (limit %zu)", name, size.size(), kMaxDim);
+    return;
+  }
+  SizesType s[kMaxDim];
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t d = 0; d < size.size(); ++d) {
+    if (size[d] == -1) {
+      if (infer >= 0) {
+        fail(ctx, Error::InvalidArgument, "%s: only one dimension can be -1", name);
+        return;
+      }
+      infer = static_cast<int>(d);
+      s[d] = 1;
+    } else {
+      s[d] = static_cast<SizesType>(size[d]);
+      known *= size[d];
+    }
+  }
+  if (infer >= 0) s[infer] = known == 0 ? 0 : static_cast<SizesType>(static_cast<int64_t>(a->numel()) / known);
+  copy_same_order(ctx, name, *a, *out, s, size.size());
+}
+
+// permute_copy.out(Tensor self, int[] dims, *, Tensor(a!) out)
+void permute_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::permute_copy.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  if (!a || !int_list_arg(ctx, name, args, 1, "dims", &dims)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  if (!out) return;
+  if (dims.size() != a->dim()) {
+    fail(ctx, Error::InvalidArgument, "%s: dims has %zu entries for a rank-%zu tensor", name, dims.size(), a->dim());
+    return;
+  }
+  View v;
+  v.dim = a->dim();
+  bool seen[kMaxDim] = {false};
+  for (size_t d = 0; d < v.dim; ++d) {
+    size_t src_d;
+    if (!normalize_dim(ctx, name, dims[d], a->dim(), &src_d)) return;
+    if (seen[src_d]) {
+      fail(ctx, Error::InvalidArgument, "%s: dims repeats dimension %zu", name, src_d);
+      return;
+    }
+    seen[src_d] = true;
+    v.sizes[d] = a->size(src_d);
+    v.strides[d] = a->stride(src_d);
+  }
+  copy_view(ctx, name, *a, v, *out);
+}
+
+// transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out)
+void transpose_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::transpose_copy.int_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t d0, d1;
+  if (!a || !int_arg(ctx, name, args, 1, "dim0", &d0) || !int_arg(ctx, name, args, 2, "dim1", &d1)) return;
+  Tensor* out = any_tensor(ctx, name, args, 3, "out");
+  size_t n0, n1;
+  if (!out || !normalize_dim(ctx, name, d0, a->dim(), &n0) || !normalize_dim(ctx, name, d1, a->dim(), &n1)) return;
+  View v = view_of(*a);
+  if (a->dim() > 0) {
+    v.sizes[n0] = a->size(n1);
+    v.sizes[n1] = a->size(n0);
+    v.strides[n0] = a->stride(n1);
+    v.strides[n1] = a->stride(n0);
+  }
+  copy_view(ctx, name, *a, v, *out);
+}
+
+// t_copy.out(Tensor self, *, Tensor(a!) out)
+void t_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::t_copy.out";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Tensor* out = a ? any_tensor(ctx, name, args, 1, "out") : nullptr;
+  if (!out) return;
+  if (a->dim() > 2) {
+    fail(ctx, Error::InvalidArgument, "%s: self must be at most 2-D, got %zu-D", name, a->dim());
+    return;
+  }
+  View v = view_of(*a);
+  if (a->dim() == 2) {
+    v.sizes[0] = a->size(1);
+    v.sizes[1] = a->size(0);
+    v.strides[0] = a->stride(1);
+    v.strides[1] = a->stride(0);
+  }
+  copy_view(ctx, name, *a, v, *out);
+}
+
+// expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out)
+void expand_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::expand_copy.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Span<const int64_t> size;
+  if (!a || !int_list_arg(ctx, name, args, 1, "size", &size)) return;
+  Tensor* out = any_tensor(ctx, name, args, 3, "out");
+  if (!out) return;
+  if (size.size() < a->dim() || size.size() > kMaxDim) {
+    fail(ctx, Error::InvalidArgument, "%s: cannot expand a rank-%zu tensor to %zu dims", name, a->dim(), size.size());
+    return;
+  }
+  View v;
+  v.dim = size.size();
+  size_t lead = size.size() - a->dim();
+  for (size_t d = 0; d < v.dim; ++d) {
+    if (d < lead) {
+      v.sizes[d] = static_cast<SizesType>(size[d]);
+      v.strides[d] = 0;
+      continue;
+    }
+    SizesType in_size = a->size(d - lead);
+    int64_t want = size[d] == -1 ? in_size : size[d];
+    if (in_size != want && in_size != 1) {
+      fail(ctx, Error::InvalidArgument, "%s: cannot expand dim %zu from %d to %lld", name, d, in_size, (long long)want);
+      return;
+    }
+    v.sizes[d] = static_cast<SizesType>(want);
+    v.strides[d] = in_size == want ? a->stride(d - lead) : 0;
+  }
+  copy_view(ctx, name, *a, v, *out);
+}
+
+// slice_copy.Tensor_out(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1, *, Tensor(a!) out)
+void slice_copy_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::slice_copy.Tensor_out";
+  if (!check_nargs(ctx, name, args, 6)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim, step;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !int_arg(ctx, name, args, 4, "step", &step)) return;
+  Tensor* out = any_tensor(ctx, name, args, 5, "out");
+  size_t d;
+  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (step <= 0) {
+    fail(ctx, Error::InvalidArgument, "%s: step must be positive, got %lld", name, (long long)step);
+    return;
+  }
+  const int64_t n = a->size(d);
+  int64_t start = 0, end = n;
+  if (!args[2]->is_none() && !int_arg(ctx, name, args, 2, "start", &start)) return;
+  if (!args[3]->is_none() && !int_arg(ctx, name, args, 3, "end", &end)) return;
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = start < 0 ? 0 : (start > n ? n : start);
+  end = end < start ? start : (end > n ? n : end);
+  View v = view_of(*a);
+  v.sizes[d] = static_cast<SizesType>((end - start + step - 1) / step);
+  v.strides[d] = a->stride(d) * step;
+  v.offset = start * a->stride(d);
+  copy_view(ctx, name, *a, v, *out);
+}
+
+// select_copy.int_out(Tensor self, int dim, SymInt index, *, Tensor(a!) out)
+void select_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::select_copy.int_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim, index;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !int_arg(ctx, name, args, 2, "index", &index)) return;
+  Tensor* out = any_tensor(ctx, name, args, 3, "out");
+  size_t d;
+  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (a->dim() == 0) {
+    fail(ctx, Error::InvalidArgument, "%s: cannot select from a 0-D tensor", name);
+    return;
+  }
+  const int64_t n = a->size(d);
+  if (index < -n || index >= n) {
+    fail(ctx, Error::InvalidArgument, "%s: index %lld out of range for dim %zu of size %lld", name, (long long)index, d,
+         (long long)n);
+    return;
+  }
+  if (index < 0) index += n;
+  View v;
+  v.dim = a->dim() - 1;
+  for (size_t s = 0, t = 0; s < a->dim(); ++s) {
+    if (s == d) continue;
+    v.sizes[t] = a->size(s);
+    v.strides[t] = a->stride(s);
+    ++t;
+  }
+  v.offset = index * a->stride(d);
+  copy_view(ctx, name, *a, v, *out);
+}
+
+// unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out)
+void unsqueeze_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::unsqueeze_copy.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  size_t d;
+  if (!out || !normalize_dim(ctx, name, dim, a->dim() + 1, &d)) return;
+  SizesType s[kMaxDim];
+  for (size_t i = 0, j = 0; i < a->dim() + 1; ++i) s[i] = i == d ? 1 : a->size(j++);
+  copy_same_order(ctx, name, *a, *out, s, a->dim() + 1);
+}
+
+namespace {
+void squeeze_impl(KernelRuntimeContext& ctx, const char* name, const Tensor& a, const bool* squeeze, Tensor& out) {
+  SizesType s[kMaxDim];
+  size_t n = 0;
+  for (size_t d = 0; d < a.dim(); ++d) {
+    if (squeeze[d] && a.size(d) == 1) continue;
+    s[n++] = a.size(d);
+  }
+  copy_same_order(ctx, name, a, out, s, n);
+}
+}  // namespace
+
+// squeeze_copy.dims_out(Tensor self, int[] dim, *, Tensor(a!) out)
+void squeeze_copy_dims_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::squeeze_copy.dims_out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  if (!a || !int_list_arg(ctx, name, args, 1, "dim", &dims)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  if (!out) return;
+  bool sq[kMaxDim] = {false};
+  for (int64_t dim : dims) {
+    size_t d;
+    if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+    if (a->dim() > 0) sq[d] = true;
+  }
+  squeeze_impl(ctx, name, *a, sq, *out);
+}
+
+// squeeze_copy.dim_out(Tensor self, int dim, *, Tensor(a!) out)
+void squeeze_copy_dim_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::squeeze_copy.dim_out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  size_t d;
+  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  bool sq[kMaxDim] = {false};
+  if (a->dim() > 0) sq[d] = true;
+  squeeze_impl(ctx, name, *a, sq, *out);
+}
+
+// squeeze_copy.out(Tensor self, *, Tensor(a!) out)
+void squeeze_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::squeeze_copy.out";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Tensor* out = a ? any_tensor(ctx, name, args, 1, "out") : nullptr;
+  if (!out) return;
+  bool sq[kMaxDim];
+  for (size_t d = 0; d < kMaxDim; ++d) sq[d] = true;
+  squeeze_impl(ctx, name, *a, sq, *out);
+}
+
+namespace {
+/// clone / _to_copy / _to_dim_order_copy: element copy with dtype conversion into out's layout.
+void convert_copy(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t out_index) {
+  if (!check_nargs(ctx, name, args, out_index + 1)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Tensor* out = a ? any_tensor(ctx, name, args, out_index, "out") : nullptr;
+  if (!out || !resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+  if (a->scalar_type() != out->scalar_type() &&
+      (!check_dtype(ctx, name, *a, "self") || !check_dtype(ctx, name, *out, "out")))
+    return;
+  if (a->scalar_type() == out->scalar_type()) {
+    View v = view_of(*a);
+    copy_view(ctx, name, *a, v, *out);
+  } else {
+    copy_elements(*a, *out);
+  }
+}
+}  // namespace
+
+// clone.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out)
+void clone_out(KernelRuntimeContext& ctx, Span<EValue*> args) { convert_copy(ctx, "aten::clone.out", args, 2); }
+// _to_copy.out(Tensor self, *, bool non_blocking=False, MemoryFormat? memory_format=None, Tensor(a!) out)
+void to_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) { convert_copy(ctx, "aten::_to_copy.out", args, 3); }
+// dim_order_ops::_to_dim_order_copy.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None, Tensor(a!) out)
+void to_dim_order_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  convert_copy(ctx, "dim_order_ops::_to_dim_order_copy.out", args, 3);
+}
+// dim_order_ops::_clone_dim_order.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None, Tensor(a!) out)
+void clone_dim_order_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  convert_copy(ctx, "dim_order_ops::_clone_dim_order.out", args, 3);
+}
+// alias_copy.out / detach_copy.out / lift_fresh_copy.out (Tensor self, *, Tensor(a!) out)
+void alias_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) { convert_copy(ctx, "aten::alias_copy.out", args, 1); }
+void detach_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) { convert_copy(ctx, "aten::detach_copy.out", args, 1); }
+void lift_fresh_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  convert_copy(ctx, "aten::lift_fresh_copy.out", args, 1);
+}
+
+namespace {
+void fill(Tensor& out, double v) {
+  const size_t n = out.numel();
+  if (out.scalar_type() == ScalarType::Float) {
+    float* p = out.mutable_data_ptr<float>();
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(v);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) store_double(out.mutable_data_ptr(), out.scalar_type(), i, v);
+}
+
+bool sizes_from_list(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> size, SizesType* s) {
+  if (size.size() > kMaxDim) {
+    return fail(ctx, Error::InvalidArgument, "%s: size has %zu dims (limit %zu)", name, size.size(), kMaxDim);
+  }
+  for (size_t d = 0; d < size.size(); ++d) s[d] = static_cast<SizesType>(size[d]);
+  return true;
+}
+}  // namespace
+
+// full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out)
+void full_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::full.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Span<const int64_t> size;
+  double v;
+  if (!int_list_arg(ctx, name, args, 0, "size", &size) || !scalar_arg(ctx, name, args, 1, "fill_value", &v)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
+  SizesType s[kMaxDim];
+  if (!out || !sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
+  fill(*out, v);
+}
+
+// zeros.out(SymInt[] size, *, Tensor(a!) out) / ones.out
+void zeros_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::zeros.out";
+  Span<const int64_t> size;
+  if (!check_nargs(ctx, name, args, 2) || !int_list_arg(ctx, name, args, 0, "size", &size)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
+  SizesType s[kMaxDim];
+  if (!out || !sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
+  fill(*out, 0.0);
+}
+void ones_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::ones.out";
+  Span<const int64_t> size;
+  if (!check_nargs(ctx, name, args, 2) || !int_list_arg(ctx, name, args, 0, "size", &size)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
+  SizesType s[kMaxDim];
+  if (!out || !sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
+  fill(*out, 1.0);
+}
+
+// full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None, Tensor(a!) out)
+void full_like_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::full_like.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  double v;
+  if (!a || !scalar_arg(ctx, name, args, 1, "fill_value", &v)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (!out || !resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+  fill(*out, v);
+}
+
+// scalar_tensor.out(Scalar s, *, Tensor(a!) out)
+void scalar_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::scalar_tensor.out";
+  double v;
+  if (!check_nargs(ctx, name, args, 2) || !scalar_arg(ctx, name, args, 0, "s", &v)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
+  if (!out || !resize_out(ctx, name, *out, nullptr, 0)) return;
+  if (args[0]->is_int() && !is_floating(out->scalar_type())) {
+    store_int(out->mutable_data_ptr(), out->scalar_type(), 0, args[0]->to_int());
+  } else {
+    store_double(out->mutable_data_ptr(), out->scalar_type(), 0, v);
+  }
+}
+
+namespace {
+void arange_impl(KernelRuntimeContext& ctx, const char* name, double start, double end, double step, Tensor& out) {
+  if (step == 0 || ((end - start) / step) < 0) {
+    if (step == 0) {
+      fail(ctx, Error::InvalidArgument, "%s: step must be non-zero", name);
+      return;
+    }
+  }
+  double len = std::ceil((end - start) / step);
+  SizesType n = static_cast<SizesType>(len < 0 ? 0 : len);
+  if (!resize_out(ctx, name, out, &n, 1)) return;
+  for (SizesType i = 0; i < n; ++i) {
+    double v = start + step * i;
+    if (is_floating(out.scalar_type())) store_double(out.mutable_data_ptr(), out.scalar_type(), size_t(i), v);
+    else store_int(out.mutable_data_ptr(), out.scalar_type(), size_t(i), static_cast<int64_t>(v));
+  }
+}
+}  // namespace
+
+// arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out)
+void arange_start_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::arange.start_out";
+  double start, end, step;
+  if (!check_nargs(ctx, name, args, 4) || !scalar_arg(ctx, name, args, 0, "start", &start) ||
+      !scalar_arg(ctx, name, args, 1, "end", &end) || !scalar_arg(ctx, name, args, 2, "step", &step))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (out) arange_impl(ctx, name, start, end, step, *out);
+}
+
+// arange.out(Scalar end, *, Tensor(a!) out)
+void arange_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::arange.out";
+  double end;
+  if (!check_nargs(ctx, name, args, 2) || !scalar_arg(ctx, name, args, 0, "end", &end)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
+  if (out) arange_impl(ctx, name, 0, end, 1, *out);
+}
+
+namespace {
+bool check_index_dtype(KernelRuntimeContext& ctx, const char* name, const Tensor& t, const char* arg) {
+  if (t.scalar_type() != ScalarType::Long && t.scalar_type() != ScalarType::Int) {
+    return fail(ctx, Error::NotSupported, "%s: argument '%s' has dtype %s; indices must be Long or Int", name, arg,
+                runtime::scalar_type_name(t.scalar_type()));
+  }
+  return true;
+}
+
+bool wrap_index(KernelRuntimeContext& ctx, const char* name, int64_t i, int64_t n, int64_t* out) {
+  if (i < -n || i >= n) {
+    return fail(ctx, Error::InvalidArgument, "%s: index %lld is out of bounds for a dimension of size %lld", name,
+                (long long)i, (long long)n);
+  }
+  *out = i < 0 ? i + n : i;
+  return true;
+}
+
+/// Copies element `src_off` of a into element `out_off` of out (same dtype).
+inline void copy_elem(const Tensor& a, size_t src_off, Tensor& out, size_t out_off) {
+  const size_t es = a.element_size();
+  std::memcpy(static_cast<uint8_t*>(out.mutable_data_ptr()) + out_off * es,
+              static_cast<const uint8_t*>(a.const_data_ptr()) + src_off * es, es);
+}
+}  // namespace
+
+// index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out)
+void index_select_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::index_select.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
+  Tensor* index = any_tensor(ctx, name, args, 2, "index");
+  Tensor* out = index ? any_tensor(ctx, name, args, 3, "out") : nullptr;
+  size_t d;
+  if (!out || !check_index_dtype(ctx, name, *index, "index") || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (a->dim() == 0) {
+    View v = view_of(*a);
+    copy_view(ctx, name, *a, v, *out);
+    return;
+  }
+  SizesType s[kMaxDim];
+  for (size_t i = 0; i < a->dim(); ++i) s[i] = a->size(i);
+  s[d] = static_cast<SizesType>(index->numel());
+  if (!resize_out(ctx, name, *out, s, a->dim())) return;
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    int64_t src_idx[kMaxDim];
+    for (size_t k = 0; k < a->dim(); ++k) src_idx[k] = idx[k];
+    int64_t j;
+    if (!wrap_index(ctx, name, load_int(index->const_data_ptr(), index->scalar_type(), size_t(idx[d])), a->size(d), &j))
+      return;
+    src_idx[d] = j;
+    copy_elem(*a, offset_of(*a, src_idx), *out, offset_of(*out, idx));
+    next_index(idx, s, a->dim());
+  }
+}
+
+// embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False,
+//               bool sparse=False, *, Tensor(a!) out)
+void embedding_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::embedding.out";
+  if (!check_nargs(ctx, name, args, 6)) return;
+  Tensor* w = any_tensor(ctx, name, args, 0, "weight");
+  Tensor* ind = w ? any_tensor(ctx, name, args, 1, "indices") : nullptr;
+  Tensor* out = ind ? any_tensor(ctx, name, args, 5, "out") : nullptr;
+  if (!out || !check_index_dtype(ctx, name, *ind, "indices")) return;
+  if (w->dim() != 2 || !w->is_contiguous_dim_order() || !out->is_contiguous_dim_order()) {
+    fail(ctx, Error::InvalidArgument, "%s: weight must be a contiguous 2-D tensor (got %zu-D)", name, w->dim());
+    return;
+  }
+  if (ind->dim() + 1 > kMaxDim) {
+    fail(ctx, Error::InvalidArgument, "%s: indices rank %zu too large", name, ind->dim());
+    return;
+  }
+  SizesType s[kMaxDim];
+  for (size_t d = 0; d < ind->dim(); ++d) s[d] = ind->size(d);
+  s[ind->dim()] = w->size(1);
+  if (!resize_out(ctx, name, *out, s, ind->dim() + 1)) return;
+  if (w->scalar_type() != out->scalar_type()) {
+    fail(ctx, Error::InvalidArgument, "%s: output dtype %s differs from weight dtype %s", name,
+         runtime::scalar_type_name(out->scalar_type()), runtime::scalar_type_name(w->scalar_type()));
+    return;
+  }
+  const size_t row_bytes = static_cast<size_t>(w->size(1)) * w->element_size();
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < ind->numel(); ++i) {
+    int64_t r;
+    if (!wrap_index(ctx, name, load_int(ind->const_data_ptr(), ind->scalar_type(), offset_of(*ind, idx)), w->size(0), &r))
+      return;
+    std::memcpy(static_cast<uint8_t*>(out->mutable_data_ptr()) + i * row_bytes,
+                static_cast<const uint8_t*>(w->const_data_ptr()) + size_t(r) * row_bytes, row_bytes);
+    next_index(idx, ind->sizes().data(), ind->dim());
+  }
+}
+
+// index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out): advanced indexing with integer
+// index tensors (broadcast together); None entries keep the whole dimension. Bool masks are not supported.
+void index_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::index.Tensor_out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  if (!a) return;
+  if (!args[1]->is_optional_tensor_list() && !args[1]->is_tensor_list()) {
+    fail(ctx, Error::InvalidArgument, "%s: argument 'indices' must be a list of optional tensors", name);
+    return;
+  }
+  Span<Tensor* const> indices =
+      args[1]->is_optional_tensor_list() ? args[1]->to_optional_tensor_list() : args[1]->to_tensor_list();
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  if (!out) return;
+  if (indices.size() > a->dim()) {
+    fail(ctx, Error::InvalidArgument, "%s: %zu indices for a rank-%zu tensor", name, indices.size(), a->dim());
+    return;
+  }
+  // Broadcast shape of the index tensors and where they sit.
+  SizesType bshape[kMaxDim];
+  size_t bdim = 0;
+  int first = -1, last = -1;
+  size_t n_idx = 0;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    Tensor* t = indices[k];
+    if (t == nullptr) continue;
+    if (!check_index_dtype(ctx, name, *t, "indices")) return;
+    if (first < 0) first = int(k);
+    last = int(k);
+    ++n_idx;
+    SizesType tmp[kMaxDim];
+    size_t tdim;
+    Tensor cur(ScalarType::Bool, bdim, bshape, nullptr, nullptr, nullptr);
+    if (!broadcast_shape(ctx, name, cur, *t, tmp, &tdim)) return;
+    for (size_t d = 0; d < tdim; ++d) bshape[d] = tmp[d];
+    bdim = tdim;
+  }
+  if (n_idx == 0) {
+    View v = view_of(*a);
+    copy_view(ctx, name, *a, v, *out);
+    return;
+  }
+  bool adjacent = true;
+  for (int k = first; k <= last; ++k) adjacent = adjacent && indices[size_t(k)] != nullptr;
+  // Output dims: [before][broadcast][after] when adjacent, else [broadcast][all non-indexed dims].
+  SizesType os[kMaxDim];
+  int src_of[kMaxDim];  // output dim -> self dim, or -1 for a broadcast dim
+  size_t od = 0;
+  const size_t lead = adjacent ? size_t(first) : 0;
+  for (size_t d = 0; d < lead; ++d) { os[od] = a->size(d); src_of[od++] = int(d); }
+  const size_t bstart = od;
+  for (size_t d = 0; d < bdim; ++d) { os[od] = bshape[d]; src_of[od++] = -1; }
+  for (size_t d = lead; d < a->dim(); ++d) {
+    bool indexed = d < indices.size() && indices[d] != nullptr;
+    if (!indexed) {
+      if (od >= kMaxDim) { fail(ctx, Error::InvalidArgument, "%s: result rank too large", name); return; }
+      os[od] = a->size(d);
+      src_of[od++] = int(d);
+    }
+  }
+  if (!resize_out(ctx, name, *out, os, od)) return;
+  int64_t oidx[kMaxDim] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    int64_t sidx[kMaxDim] = {0};
+    for (size_t d = 0; d < od; ++d) {
+      if (src_of[d] >= 0) sidx[src_of[d]] = oidx[d];
+    }
+    for (size_t k = 0; k < indices.size(); ++k) {
+      Tensor* t = indices[k];
+      if (t == nullptr) continue;
+      // Element of t at the broadcast position oidx[bstart..].
+      int64_t off = 0;
+      for (size_t d = 0; d < t->dim(); ++d) {
+        size_t bd = bstart + (bdim - t->dim()) + d;
+        off += (t->size(d) == 1 ? 0 : oidx[bd]) * t->stride(d);
+      }
+      int64_t j;
+      if (!wrap_index(ctx, name, load_int(t->const_data_ptr(), t->scalar_type(), size_t(off)), a->size(k), &j)) return;
+      sidx[k] = j;
+    }
+    copy_elem(*a, offset_of(*a, sidx), *out, offset_of(*out, oidx));
+    next_index(oidx, os, od);
+  }
+}
+
+// gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out)
+void gather_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::gather.out";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
+  Tensor* index = any_tensor(ctx, name, args, 2, "index");
+  Tensor* out = index ? any_tensor(ctx, name, args, 4, "out") : nullptr;
+  size_t d;
+  if (!out || !check_index_dtype(ctx, name, *index, "index") || !normalize_dim(ctx, name, dim, a->dim(), &d) ||
+      !resize_out(ctx, name, *out, index->sizes().data(), index->dim()))
+    return;
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    int64_t sidx[kMaxDim];
+    for (size_t k = 0; k < index->dim(); ++k) sidx[k] = idx[k];
+    int64_t j;
+    if (!wrap_index(ctx, name, load_int(index->const_data_ptr(), index->scalar_type(), offset_of(*index, idx)),
+                    a->dim() ? a->size(d) : 1, &j))
+      return;
+    if (a->dim()) sidx[d] = j;
+    copy_elem(*a, offset_of(*a, sidx), *out, offset_of(*out, idx));
+    next_index(idx, index->sizes().data(), index->dim());
+  }
+}
+
+namespace {
+bool tensor_list_arg(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg,
+                     Span<Tensor* const>* out) {
+  if (i >= args.size() || !args[i]->is_tensor_list()) {
+    return fail(ctx, Error::InvalidArgument, "%s: argument '%s' must be a list of tensors", name, arg);
+  }
+  *out = args[i]->to_tensor_list();
+  return true;
+}
+
+/// Concatenates `tensors` along `d` into out (which already has the right shape).
+void concat_into(const Span<Tensor* const>& tensors, size_t d, Tensor& out, bool skip_empty_1d) {
+  int64_t at = 0;
+  for (Tensor* t : tensors) {
+    if (skip_empty_1d && t->dim() == 1 && t->numel() == 0) continue;
+    View dst;  // view of out covering this piece
+    dst.dim = t->dim();
+    for (size_t k = 0; k < t->dim(); ++k) {
+      dst.sizes[k] = t->size(k);
+      dst.strides[k] = out.stride(k);
+    }
+    dst.offset = at * out.stride(d);
+    const size_t es = t->element_size();
+    int64_t idx[kMaxDim] = {0};
+    for (size_t i = 0; i < t->numel(); ++i) {
+      int64_t so = offset_of(*t, idx), oo = dst.offset;
+      for (size_t k = 0; k < t->dim(); ++k) oo += idx[k] * dst.strides[k];
+      if (t->scalar_type() == out.scalar_type()) {
+        std::memcpy(static_cast<uint8_t*>(out.mutable_data_ptr()) + size_t(oo) * es,
+                    static_cast<const uint8_t*>(t->const_data_ptr()) + size_t(so) * es, es);
+      } else {
+        store_double(out.mutable_data_ptr(), out.scalar_type(), size_t(oo),
+                     load_double(t->const_data_ptr(), t->scalar_type(), size_t(so)));
+      }
+      next_index(idx, t->sizes().data(), t->dim());
+    }
+    at += t->size(d);
+  }
+}
+}  // namespace
+
+// cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out)
+void cat_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::cat.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Span<Tensor* const> tensors;
+  int64_t dim;
+  if (!tensor_list_arg(ctx, name, args, 0, "tensors", &tensors) || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  if (!out) return;
+  // Legacy rule: 1-D empty tensors are skipped.
+  const Tensor* ref = nullptr;
+  for (Tensor* t : tensors) {
+    if (!(t->dim() == 1 && t->numel() == 0)) { ref = t; break; }
+  }
+  if (ref == nullptr) {
+    SizesType z = 0;
+    resize_out(ctx, name, *out, &z, out->dim() == 1 ? 1 : 0);
+    return;
+  }
+  size_t d;
+  if (!normalize_dim(ctx, name, dim, ref->dim(), &d)) return;
+  SizesType s[kMaxDim];
+  for (size_t k = 0; k < ref->dim(); ++k) s[k] = ref->size(k);
+  s[d] = 0;
+  for (Tensor* t : tensors) {
+    if (t->dim() == 1 && t->numel() == 0) continue;
+    if (t->dim() != ref->dim()) {
+      fail(ctx, Error::InvalidArgument, "%s: tensors have ranks %zu and %zu", name, ref->dim(), t->dim());
+      return;
+    }
+    for (size_t k = 0; k < ref->dim(); ++k) {
+      if (k != d && t->size(k) != ref->size(k)) {
+        fail(ctx, Error::InvalidArgument, "%s: sizes differ at dim %zu (%d vs %d)", name, k, ref->size(k), t->size(k));
+        return;
+      }
+    }
+    s[d] += t->size(d);
+  }
+  if (!resize_out(ctx, name, *out, s, ref->dim())) return;
+  concat_into(tensors, d, *out, true);
+}
+
+// stack.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out)
+void stack_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::stack.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Span<Tensor* const> tensors;
+  int64_t dim;
+  if (!tensor_list_arg(ctx, name, args, 0, "tensors", &tensors) || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  if (!out || tensors.empty()) {
+    if (out) fail(ctx, Error::InvalidArgument, "%s: needs at least one tensor", name);
+    return;
+  }
+  const Tensor& ref = *tensors[0];
+  size_t d;
+  if (!normalize_dim(ctx, name, dim, ref.dim() + 1, &d)) return;
+  SizesType s[kMaxDim];
+  for (size_t k = 0, j = 0; k < ref.dim() + 1; ++k) s[k] = k == d ? SizesType(tensors.size()) : ref.size(j++);
+  if (!resize_out(ctx, name, *out, s, ref.dim() + 1)) return;
+  const size_t es = out->element_size();
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const Tensor& in = *tensors[t];
+    if (!same_shape(in, ref)) {
+      fail(ctx, Error::InvalidArgument, "%s: all tensors must have the same shape", name);
+      return;
+    }
+    int64_t idx[kMaxDim] = {0};
+    for (size_t i = 0; i < in.numel(); ++i) {
+      int64_t oidx[kMaxDim];
+      for (size_t k = 0, j = 0; k < ref.dim() + 1; ++k) oidx[k] = k == d ? int64_t(t) : idx[j++];
+      size_t so = offset_of(in, idx), oo = offset_of(*out, oidx);
+      if (in.scalar_type() == out->scalar_type()) {
+        std::memcpy(static_cast<uint8_t*>(out->mutable_data_ptr()) + oo * es,
+                    static_cast<const uint8_t*>(in.const_data_ptr()) + so * es, es);
+      } else {
+        store_double(out->mutable_data_ptr(), out->scalar_type(), oo, load_double(in.const_data_ptr(), in.scalar_type(), so));
+      }
+      next_index(idx, in.sizes().data(), in.dim());
+    }
+  }
+}
+
+namespace {
+/// Copies consecutive chunks of `a` along d into the tensors of `outs`, chunk k having sizes[k] rows.
+void split_into(KernelRuntimeContext& ctx, const char* name, const Tensor& a, size_t d, Span<Tensor* const> outs,
+                const int64_t* chunk, size_t n) {
+  int64_t at = 0;
+  for (size_t k = 0; k < n; ++k) {
+    View v = view_of(a);
+    v.sizes[d] = static_cast<SizesType>(chunk[k]);
+    v.offset = at * a.stride(d);
+    if (!copy_view(ctx, name, a, v, *outs[k])) return;
+    at += chunk[k];
+  }
+}
+}  // namespace
+
+// split_with_sizes_copy.out(Tensor self, SymInt[] split_sizes, int dim=0, *, Tensor(a!)[] out)
+void split_with_sizes_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::split_with_sizes_copy.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Span<const int64_t> sizes;
+  int64_t dim;
+  Span<Tensor* const> outs;
+  if (!a || !int_list_arg(ctx, name, args, 1, "split_sizes", &sizes) || !int_arg(ctx, name, args, 2, "dim", &dim) ||
+      !tensor_list_arg(ctx, name, args, 3, "out", &outs))
+    return;
+  size_t d;
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (sizes.size() != outs.size()) {
+    fail(ctx, Error::InvalidArgument, "%s: %zu split sizes but %zu outputs", name, sizes.size(), outs.size());
+    return;
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  if (total != a->size(d)) {
+    fail(ctx, Error::InvalidArgument, "%s: split sizes add up to %lld, dim %zu has %d", name, (long long)total, d,
+         a->size(d));
+    return;
+  }
+  split_into(ctx, name, *a, d, outs, sizes.data(), sizes.size());
+}
+
+// split_copy.Tensor_out(Tensor self, SymInt split_size, int dim=0, *, Tensor(a!)[] out)
+void split_copy_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::split_copy.Tensor_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t split, dim;
+  Span<Tensor* const> outs;
+  if (!a || !int_arg(ctx, name, args, 1, "split_size", &split) || !int_arg(ctx, name, args, 2, "dim", &dim) ||
+      !tensor_list_arg(ctx, name, args, 3, "out", &outs))
+    return;
+  size_t d;
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  int64_t chunks[64];
+  if (outs.size() > 64 || split <= 0) {
+    fail(ctx, Error::NotSupported, "%s: split_size %lld into %zu outputs is not supported", name, (long long)split,
+         outs.size());
+    return;
+  }
+  int64_t left = a->size(d);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    chunks[k] = left < split ? left : split;
+    left -= chunks[k];
+  }
+  split_into(ctx, name, *a, d, outs, chunks, outs.size());
+}
+
+// unbind_copy.int_out(Tensor self, int dim=0, *, Tensor(a!)[] out)
+void unbind_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::unbind_copy.int_out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim;
+  Span<Tensor* const> outs;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !tensor_list_arg(ctx, name, args, 2, "out", &outs)) return;
+  size_t d;
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (int64_t(outs.size()) != a->size(d)) {
+    fail(ctx, Error::InvalidArgument, "%s: %zu outputs for dim of size %d", name, outs.size(), a->size(d));
+    return;
+  }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    View v;
+    v.dim = a->dim() - 1;
+    for (size_t s = 0, t = 0; s < a->dim(); ++s) {
+      if (s == d) continue;
+      v.sizes[t] = a->size(s);
+      v.strides[t++] = a->stride(s);
+    }
+    v.offset = int64_t(k) * a->stride(d);
+    if (!copy_view(ctx, name, *a, v, *outs[k])) return;
+  }
+}
+
+// constant_pad_nd.out(Tensor self, SymInt[] pad, Scalar value=0, *, Tensor(a!) out)
+void constant_pad_nd_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::constant_pad_nd.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> pad;
+  double value;
+  if (!a || !int_list_arg(ctx, name, args, 1, "pad", &pad) || !scalar_arg(ctx, name, args, 2, "value", &value)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+  if (!out) return;
+  if (pad.size() % 2 != 0 || pad.size() / 2 > a->dim()) {
+    fail(ctx, Error::InvalidArgument, "%s: pad has %zu entries for a rank-%zu tensor", name, pad.size(), a->dim());
+    return;
+  }
+  int64_t before[kMaxDim] = {0};
+  SizesType s[kMaxDim];
+  for (size_t d = 0; d < a->dim(); ++d) s[d] = a->size(d);
+  for (size_t k = 0; k < pad.size() / 2; ++k) {
+    size_t d = a->dim() - 1 - k;
+    before[d] = pad[2 * k];
+    s[d] = static_cast<SizesType>(a->size(d) + pad[2 * k] + pad[2 * k + 1]);
+  }
+  if (!resize_out(ctx, name, *out, s, a->dim())) return;
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    int64_t sidx[kMaxDim];
+    bool inside = true;
+    for (size_t d = 0; d < a->dim(); ++d) {
+      sidx[d] = idx[d] - before[d];
+      inside = inside && sidx[d] >= 0 && sidx[d] < a->size(d);
+    }
+    double v = inside ? load_double(a->const_data_ptr(), a->scalar_type(), offset_of(*a, sidx)) : value;
+    store_double(out->mutable_data_ptr(), out->scalar_type(), offset_of(*out, idx), v);
+    next_index(idx, s, a->dim());
+  }
+}
+
+// repeat.out(Tensor self, SymInt[] repeats, *, Tensor(a!) out)
+void repeat_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::repeat.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  Span<const int64_t> reps;
+  if (!a || !int_list_arg(ctx, name, args, 1, "repeats", &reps)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  if (!out) return;
+  if (reps.size() < a->dim() || reps.size() > kMaxDim) {
+    fail(ctx, Error::InvalidArgument, "%s: %zu repeats for a rank-%zu tensor", name, reps.size(), a->dim());
+    return;
+  }
+  const size_t lead = reps.size() - a->dim();
+  SizesType s[kMaxDim];
+  for (size_t d = 0; d < reps.size(); ++d) {
+    SizesType in = d < lead ? 1 : a->size(d - lead);
+    s[d] = static_cast<SizesType>(in * reps[d]);
+  }
+  if (!resize_out(ctx, name, *out, s, reps.size())) return;
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    int64_t sidx[kMaxDim];
+    for (size_t d = lead; d < reps.size(); ++d) sidx[d - lead] = idx[d] % a->size(d - lead);
+    copy_elem(*a, offset_of(*a, sidx), *out, offset_of(*out, idx));
+    next_index(idx, s, reps.size());
+  }
+}
+
+// sym_size.int(Tensor self, int dim) -> SymInt: the emitter passes (self, dim, result).
+void sym_size_int(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::sym_size.int";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim;
+  size_t d;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  *args[2] = EValue(static_cast<int64_t>(a->size(d)));
+}
+
+// sym_numel(Tensor self) -> SymInt: (self, result).
+void sym_numel(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::sym_numel";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  if (a) *args[1] = EValue(static_cast<int64_t>(a->numel()));
+}
+
+}  // namespace etkit::portable

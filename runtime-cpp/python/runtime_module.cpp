@@ -1,0 +1,326 @@
+// etkit._runtime: the nanobind module behind etkit.runtime (core/etkit/runtime/__init__.py).
+//
+// Thin: loads programs (from a file or bytes), loads methods, moves tensors in and out as raw bytes
+// plus (scalar type, sizes), and exposes the backend/kernel registries. Python-side checks and torch
+// conversion live in etkit.runtime. This module is compiled with exceptions (nanobind needs them);
+// the core runtime it links is not.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "etkit/runtime/runtime.h"
+
+namespace nb = nanobind;
+namespace rt = etkit::runtime;
+
+namespace {
+
+nb::object g_error_type;  // etkit._runtime.EtkitRuntimeError
+
+[[noreturn]] void raise(rt::Error e, const std::string& context) {
+  std::string msg = context + ": " + rt::error_name(e);
+  const char* detail = rt::last_error_message();
+  if (detail != nullptr && detail[0] != '\0') msg += ": " + std::string(detail);
+  PyErr_SetString(g_error_type.ptr(), msg.c_str());
+  throw nb::python_error();
+}
+
+/// A loaded program with the data source it reads segments from.
+struct ProgramHolder {
+  std::string bytes;                          // owned copy when loaded from bytes
+  std::unique_ptr<rt::DataLoader> loader;
+  std::unique_ptr<rt::Program> program;
+};
+
+std::unique_ptr<rt::Program> load_with(rt::DataLoader* loader, int verification, const std::string& what) {
+  auto v = verification == 0 ? rt::Program::Verification::Minimal : rt::Program::Verification::InternalConsistency;
+  auto r = rt::Program::load(loader, v);
+  if (!r.ok()) raise(r.error(), "cannot load program " + what);
+  return std::make_unique<rt::Program>(std::move(r.get()));
+}
+
+std::shared_ptr<ProgramHolder> load_file(const std::string& path, int verification) {
+  auto h = std::make_shared<ProgramHolder>();
+  auto l = rt::MmapDataLoader::from(path.c_str());
+  if (!l.ok()) raise(l.error(), "cannot open program '" + path + "'");
+  h->loader = std::make_unique<rt::MmapDataLoader>(std::move(l.get()));
+  h->program = load_with(h->loader.get(), verification, "'" + path + "'");
+  return h;
+}
+
+std::shared_ptr<ProgramHolder> load_bytes(nb::bytes data, int verification) {
+  auto h = std::make_shared<ProgramHolder>();
+  h->bytes.assign(data.c_str(), data.size());
+  h->loader = std::make_unique<rt::BufferDataLoader>(h->bytes.data(), h->bytes.size());
+  h->program = load_with(h->loader.get(), verification, "from bytes");
+  return h;
+}
+
+nb::dict tensor_info_dict(const rt::TensorInfo& info) {
+  nb::dict d;
+  d["scalar_type"] = static_cast<int>(info.scalar_type);
+  std::vector<int64_t> sizes(info.sizes.begin(), info.sizes.end());
+  std::vector<int64_t> dim_order(info.dim_order.begin(), info.dim_order.end());
+  d["sizes"] = sizes;
+  d["dim_order"] = dim_order;
+  d["nbytes"] = info.nbytes;
+  d["is_memory_planned"] = info.is_memory_planned;
+  d["dynamic"] = info.dynamism != rt::TensorShapeDynamism::STATIC;
+  return d;
+}
+
+nb::dict method_meta_dict(const rt::MethodMeta& m) {
+  nb::dict d;
+  d["name"] = std::string(m.name());
+  nb::list inputs, outputs, backends, buffers;
+  for (size_t i = 0; i < m.num_inputs(); ++i) {
+    auto tag = m.input_tag(i);
+    nb::dict e;
+    e["tag"] = tag.ok() ? std::string(rt::tag_name(tag.get())) : std::string("Invalid");
+    if (tag.ok() && tag.get() == rt::Tag::Tensor) {
+      auto info = m.input_tensor_meta(i);
+      if (info.ok()) e["tensor"] = tensor_info_dict(info.get());
+    }
+    inputs.append(e);
+  }
+  for (size_t i = 0; i < m.num_outputs(); ++i) {
+    auto tag = m.output_tag(i);
+    nb::dict e;
+    e["tag"] = tag.ok() ? std::string(rt::tag_name(tag.get())) : std::string("Invalid");
+    if (tag.ok() && tag.get() == rt::Tag::Tensor) {
+      auto info = m.output_tensor_meta(i);
+      if (info.ok()) e["tensor"] = tensor_info_dict(info.get());
+    }
+    outputs.append(e);
+  }
+  for (size_t i = 0; i < m.num_backends(); ++i) {
+    auto b = m.get_backend_name(i);
+    backends.append(b.ok() ? std::string(b.get()) : std::string("?"));
+  }
+  for (size_t i = 0; i < m.num_memory_planned_buffers(); ++i) {
+    auto s = m.memory_planned_buffer_size(i);
+    buffers.append(s.ok() ? s.get() : -1);
+  }
+  d["inputs"] = inputs;
+  d["outputs"] = outputs;
+  d["backends"] = backends;
+  d["memory_planned_buffer_sizes"] = buffers;
+  return d;
+}
+
+/// A loaded method plus storage for the metadata of input tensors handed to it.
+struct MethodHolder {
+  std::shared_ptr<ProgramHolder> program;  // keeps the Program alive
+  std::unique_ptr<rt::Method> method;
+  std::string name;
+};
+
+std::shared_ptr<MethodHolder> load_method(std::shared_ptr<ProgramHolder> p, const std::string& name) {
+  auto r = p->program->load_method(name.c_str());
+  if (!r.ok()) raise(r.error(), "cannot load method '" + name + "'");
+  auto h = std::make_shared<MethodHolder>();
+  h->program = std::move(p);
+  h->method = std::make_unique<rt::Method>(std::move(r.get()));
+  h->name = name;
+  return h;
+}
+
+using InputArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+/// Runs the method. `inputs` holds, per method input, either a tuple (scalar_type, sizes, array) for a
+/// tensor (array: any contiguous CPU buffer of the right byte size) or a Python int/float/bool.
+/// Returns, per output, (scalar_type, sizes, uint8 array of the bytes) for tensors, or the scalar.
+nb::list execute(MethodHolder& h, nb::list inputs) {
+  rt::Method& m = *h.method;
+  if (inputs.size() != m.inputs_size()) {
+    PyErr_Format(PyExc_ValueError, "method '%s' takes %zu inputs, %zu given", h.name.c_str(), m.inputs_size(),
+                 (size_t)inputs.size());
+    throw nb::python_error();
+  }
+  const size_t n = m.inputs_size();
+  std::vector<std::vector<rt::SizesType>> sizes(n);
+  std::vector<std::vector<rt::DimOrderType>> orders(n);
+  std::vector<std::vector<rt::StridesType>> strides(n);
+  std::vector<rt::Tensor> tensors(n);
+  std::vector<InputArray> keep(n);
+  for (size_t i = 0; i < n; ++i) {
+    nb::handle item = inputs[i];
+    rt::EValue value;
+    if (nb::isinstance<nb::tuple>(item)) {
+      nb::tuple t = nb::cast<nb::tuple>(item);
+      int st = nb::cast<int>(t[0]);
+      auto sz = nb::cast<std::vector<int64_t>>(t[1]);
+      keep[i] = nb::cast<InputArray>(t[2]);
+      if (!rt::is_valid_scalar_type(st) || sz.size() > rt::kTensorDimensionLimit) {
+        PyErr_Format(PyExc_ValueError, "input %zu: invalid scalar type %d or rank %zu", i, st, sz.size());
+        throw nb::python_error();
+      }
+      sizes[i].assign(sz.begin(), sz.end());
+      orders[i].resize(sz.size());
+      strides[i].resize(sz.size());
+      for (size_t d = 0; d < sz.size(); ++d) orders[i][d] = static_cast<rt::DimOrderType>(d);
+      tensors[i] = rt::Tensor(static_cast<rt::ScalarType>(st), sz.size(), sizes[i].data(),
+                              const_cast<void*>(keep[i].data()), orders[i].data(), strides[i].data());
+      if (keep[i].nbytes() < tensors[i].nbytes()) {
+        PyErr_Format(PyExc_ValueError, "input %zu: buffer holds %zu bytes, tensor needs %zu", i,
+                     (size_t)keep[i].nbytes(), tensors[i].nbytes());
+        throw nb::python_error();
+      }
+      value = rt::EValue(&tensors[i]);
+    } else if (nb::isinstance<nb::bool_>(item)) {
+      value = rt::EValue(nb::cast<bool>(item));
+    } else if (nb::isinstance<nb::int_>(item)) {
+      value = rt::EValue(nb::cast<int64_t>(item));
+    } else if (nb::isinstance<nb::float_>(item)) {
+      value = rt::EValue(nb::cast<double>(item));
+    } else if (item.is_none()) {
+      value = rt::EValue();
+    } else {
+      PyErr_Format(PyExc_TypeError, "input %zu: unsupported Python type", i);
+      throw nb::python_error();
+    }
+    rt::Error e = m.set_input(value, i);
+    if (e != rt::Error::Ok) raise(e, "method '" + h.name + "': cannot set input " + std::to_string(i));
+  }
+  rt::Error e;
+  {
+    nb::gil_scoped_release release;
+    e = m.execute();
+  }
+  if (e != rt::Error::Ok) raise(e, "method '" + h.name + "' failed");
+  nb::list out;
+  for (size_t i = 0; i < m.outputs_size(); ++i) {
+    const rt::EValue& v = m.get_output(i);
+    if (v.is_tensor()) {
+      const rt::Tensor& t = v.to_tensor();
+      size_t nbytes = t.nbytes();
+      auto* copy = new uint8_t[nbytes > 0 ? nbytes : 1];
+      if (nbytes > 0) {
+        if (t.is_contiguous_dim_order()) {
+          std::memcpy(copy, t.const_data_ptr(), nbytes);
+        } else {
+          // Re-layout to row-major so Python sees the logical order.
+          const size_t es = t.element_size();
+          int64_t idx[rt::kTensorDimensionLimit] = {0};
+          for (size_t k = 0; k < t.numel(); ++k) {
+            int64_t off = 0;
+            for (size_t d = 0; d < t.dim(); ++d) off += idx[d] * t.stride(d);
+            std::memcpy(copy + k * es, static_cast<const uint8_t*>(t.const_data_ptr()) + off * es, es);
+            for (size_t d = t.dim(); d-- > 0;) {
+              if (++idx[d] < t.size(d)) break;
+              idx[d] = 0;
+            }
+          }
+        }
+      }
+      nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+      size_t shape[1] = {nbytes};
+      nb::ndarray<nb::numpy, uint8_t> arr(copy, 1, shape, owner);
+      std::vector<int64_t> sz(t.sizes().begin(), t.sizes().end());
+      out.append(nb::make_tuple(static_cast<int>(t.scalar_type()), sz, arr));
+    } else if (v.is_int()) {
+      out.append(nb::int_(v.to_int()));
+    } else if (v.is_double()) {
+      out.append(nb::float_(v.to_double()));
+    } else if (v.is_bool()) {
+      out.append(nb::bool_(v.to_bool()));
+    } else {
+      out.append(nb::none());
+    }
+  }
+  return out;
+}
+
+/// A do-nothing backend used only to exercise registration (ABI checks) from tests.
+class RegistrationProbeBackend final : public rt::BackendInterface {
+ public:
+  bool is_available() const override { return true; }
+  rt::Result<rt::DelegateHandle*> init(rt::BackendInitContext&, rt::FreeableBuffer*,
+                                       rt::Span<const rt::CompileSpec>) const override {
+    return rt::Error::NotSupported;
+  }
+  rt::Error execute(rt::BackendExecutionContext&, rt::DelegateHandle*, rt::Span<rt::EValue*>) const override {
+    return rt::Error::NotSupported;
+  }
+};
+RegistrationProbeBackend g_probe_backend;
+
+}  // namespace
+
+NB_MODULE(_runtime, m) {
+  m.doc() = "etkit C++ runtime binding (use etkit.runtime instead)";
+  g_error_type = nb::borrow(PyErr_NewExceptionWithDoc(
+      "etkit._runtime.EtkitRuntimeError", "A failure reported by the etkit C++ runtime.", PyExc_RuntimeError, nullptr));
+  m.attr("EtkitRuntimeError") = g_error_type;
+  m.attr("BACKEND_ABI_VERSION") = ETKIT_BACKEND_ABI_VERSION;
+
+  int rc = etkit_register_portable_kernels();
+  if (rc != 0) {
+    PyErr_Format(PyExc_ImportError, "etkit._runtime: registering portable kernels failed: %s",
+                 rt::last_error_message());
+    throw nb::python_error();
+  }
+
+  nb::class_<ProgramHolder>(m, "Program")
+      .def_static("load_file", &load_file, nb::arg("path"), nb::arg("verification") = 1)
+      .def_static("load_bytes", &load_bytes, nb::arg("data"), nb::arg("verification") = 1)
+      .def("method_names",
+           [](ProgramHolder& h) {
+             std::vector<std::string> names;
+             for (size_t i = 0; i < h.program->num_methods(); ++i) {
+               auto n = h.program->get_method_name(i);
+               if (n.ok()) names.emplace_back(n.get());
+             }
+             return names;
+           })
+      .def("method_meta",
+           [](ProgramHolder& h, const std::string& name) {
+             auto r = h.program->method_meta(name.c_str());
+             if (!r.ok()) raise(r.error(), "method_meta('" + name + "')");
+             return method_meta_dict(r.get());
+           })
+      .def("load_method", &load_method);
+
+  nb::class_<MethodHolder>(m, "Method")
+      .def("execute", &execute, nb::arg("inputs"))
+      .def("meta", [](MethodHolder& h) { return method_meta_dict(h.method->method_meta()); })
+      .def_prop_ro("name", [](MethodHolder& h) { return h.name; });
+
+  m.def("registered_backend_names", [] {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < rt::registered_backend_count(); ++i) names.emplace_back(rt::registered_backend_name(i));
+    return names;
+  });
+  m.def("is_backend_available", [](const std::string& id) {
+    rt::BackendInterface* b = rt::get_backend(id.c_str());
+    return b != nullptr && b->is_available();
+  });
+  m.def("registered_kernel_names", [] {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < rt::registered_kernel_count(); ++i) names.emplace_back(rt::registered_kernel_name(i));
+    return names;
+  });
+  m.def(
+      "set_backend_option",
+      [](const std::string& backend_id, const std::string& key, int64_t value) {
+        rt::Error e = rt::set_backend_option(backend_id.c_str(), key.c_str(), value);
+        if (e != rt::Error::Ok) raise(e, "set_backend_option('" + backend_id + "', '" + key + "')");
+      },
+      nb::arg("backend_id"), nb::arg("key"), nb::arg("value"));
+  m.def(
+      "_register_probe_backend",
+      [](uint32_t abi_version, const std::string& backend_id) {
+        int code = etkit_register_backend(abi_version, backend_id.c_str(), &g_probe_backend);
+        return nb::make_tuple(code, std::string(etkit_backend_registration_error()));
+      },
+      nb::arg("abi_version"), nb::arg("backend_id"),
+      "Registers a do-nothing backend through the C ABI; returns (code, message). For tests of the ABI check.");
+}

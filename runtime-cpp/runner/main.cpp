@@ -1,0 +1,253 @@
+// etkit_runner: loads a .pte with the C++ runtime, runs one method and prints its outputs and the
+// median latency.
+//
+//   etkit_runner --model_path m.pte [--method forward] [--input a.npy ...] [--threads N]
+//                [--iterations K] [--random] [--output_prefix P] [--list_backends]
+//
+// Inputs: one .npy per method input (dtype and shape must match the plan), else all-ones tensors
+// (or uniform random in [-1, 1) with --random). Outputs: shape, dtype, first values; with
+// --output_prefix each output i is written to P<i>.npy. Exit status: 0 ok, 1 load/run failure, 2 usage.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "etkit/runtime/runtime.h"
+#include "npy.h"
+#include "registered_backends.h"
+
+namespace rt = etkit::runtime;
+
+namespace {
+
+struct Options {
+  std::string model_path;
+  std::string method = "forward";
+  std::vector<std::string> inputs;
+  int threads = 0;
+  int iterations = 10;
+  bool random = false;
+  bool list_backends = false;
+  std::string output_prefix;
+};
+
+int usage(const char* msg) {
+  if (msg) std::fprintf(stderr, "etkit_runner: %s\n", msg);
+  std::fprintf(stderr,
+               "usage: etkit_runner --model_path M.pte [--method NAME] [--input X.npy ...] [--threads N]\n"
+               "                    [--iterations K] [--random] [--output_prefix P] [--list_backends]\n");
+  return 2;
+}
+
+bool parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "etkit_runner: %s needs a value\n", name);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    const char* v = nullptr;
+    if (a == "--model_path") {
+      if (!(v = value("--model_path"))) return false;
+      o->model_path = v;
+    } else if (a == "--method") {
+      if (!(v = value("--method"))) return false;
+      o->method = v;
+    } else if (a == "--input") {
+      if (!(v = value("--input"))) return false;
+      o->inputs.push_back(v);
+    } else if (a == "--threads") {
+      if (!(v = value("--threads"))) return false;
+      o->threads = std::atoi(v);
+    } else if (a == "--iterations") {
+      if (!(v = value("--iterations"))) return false;
+      o->iterations = std::max(1, std::atoi(v));
+    } else if (a == "--output_prefix") {
+      if (!(v = value("--output_prefix"))) return false;
+      o->output_prefix = v;
+    } else if (a == "--random") {
+      o->random = true;
+    } else if (a == "--list_backends") {
+      o->list_backends = true;
+    } else {
+      std::fprintf(stderr, "etkit_runner: unknown argument '%s'\n", a.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+int fail(const char* what, rt::Error e) {
+  std::fprintf(stderr, "etkit_runner: %s: %s: %s\n", what, rt::error_name(e), rt::last_error_message());
+  return 1;
+}
+
+std::string shape_str(rt::Span<const rt::SizesType> s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+double element_as_double(const rt::Tensor& t, size_t i) {
+  const void* p = t.const_data_ptr();
+  switch (t.scalar_type()) {
+    case rt::ScalarType::Float: return static_cast<const float*>(p)[i];
+    case rt::ScalarType::Double: return static_cast<const double*>(p)[i];
+    case rt::ScalarType::Long: return double(static_cast<const int64_t*>(p)[i]);
+    case rt::ScalarType::Int: return static_cast<const int32_t*>(p)[i];
+    case rt::ScalarType::Short: return static_cast<const int16_t*>(p)[i];
+    case rt::ScalarType::Char: return static_cast<const int8_t*>(p)[i];
+    case rt::ScalarType::Byte: return static_cast<const uint8_t*>(p)[i];
+    case rt::ScalarType::Bool: return static_cast<const bool*>(p)[i] ? 1 : 0;
+    default: return NAN;
+  }
+}
+
+/// Storage for one input tensor built by the runner.
+struct InputTensor {
+  std::vector<rt::SizesType> sizes;
+  std::vector<rt::DimOrderType> dim_order;
+  std::vector<rt::StridesType> strides;
+  std::vector<uint8_t> data;
+  rt::Tensor tensor;
+};
+
+void fill_default(InputTensor& in, rt::ScalarType type, bool random, std::mt19937& rng) {
+  size_t n = in.data.size() / std::max<size_t>(1, rt::element_size(type));
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (size_t i = 0; i < n; ++i) {
+    double v = random ? dist(rng) : 1.0;
+    switch (type) {
+      case rt::ScalarType::Float: reinterpret_cast<float*>(in.data.data())[i] = float(v); break;
+      case rt::ScalarType::Double: reinterpret_cast<double*>(in.data.data())[i] = v; break;
+      case rt::ScalarType::Long: reinterpret_cast<int64_t*>(in.data.data())[i] = random ? int64_t(rng() % 4) : 1; break;
+      case rt::ScalarType::Int: reinterpret_cast<int32_t*>(in.data.data())[i] = random ? int32_t(rng() % 4) : 1; break;
+      case rt::ScalarType::Bool: reinterpret_cast<bool*>(in.data.data())[i] = random ? (rng() & 1) : true; break;
+      default: in.data[i * rt::element_size(type)] = 1; break;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  if (!parse(argc, argv, &opt)) return usage(nullptr);
+
+  if (etkit_register_portable_kernels() != 0) return fail("registering portable kernels", rt::Error::Internal);
+  for (const auto* b = etkit::runner::linked_backends(); b->function_name != nullptr; ++b) {
+    if (b->register_fn() != 0) {
+      std::fprintf(stderr, "etkit_runner: %s() failed: %s\n", b->function_name, etkit_backend_registration_error());
+      return 1;
+    }
+  }
+  if (opt.list_backends) {
+    for (size_t i = 0; i < rt::registered_backend_count(); ++i) std::printf("%s\n", rt::registered_backend_name(i));
+    if (opt.model_path.empty()) return 0;
+  }
+  if (opt.model_path.empty()) return usage("--model_path is required");
+  if (opt.threads > 0 && rt::registered_backend_count() > 0) {
+    rt::Error e = rt::set_backend_option("*", "num_threads", opt.threads);
+    if (e != rt::Error::Ok && e != rt::Error::NotSupported) return fail("setting num_threads", e);
+  }
+
+  auto loader = rt::MmapDataLoader::from(opt.model_path.c_str());
+  if (!loader.ok()) return fail("cannot open model", loader.error());
+  auto program = rt::Program::load(&loader.get());
+  if (!program.ok()) {
+    std::string what = "cannot load program '" + opt.model_path + "'";
+    return fail(what.c_str(), program.error());
+  }
+  auto method = program->load_method(opt.method.c_str());
+  if (!method.ok()) {
+    std::string what = "cannot load method '" + opt.method + "'";
+    return fail(what.c_str(), method.error());
+  }
+  rt::MethodMeta meta = method->method_meta();
+  const size_t num_inputs = method->inputs_size();
+  if (!opt.inputs.empty() && opt.inputs.size() != num_inputs) {
+    std::fprintf(stderr, "etkit_runner: method '%s' takes %zu inputs, %zu --input files given\n", opt.method.c_str(),
+                 num_inputs, opt.inputs.size());
+    return 2;
+  }
+  std::vector<InputTensor> inputs(num_inputs);
+  std::mt19937 rng(1234);
+  for (size_t i = 0; i < num_inputs; ++i) {
+    auto tag = meta.input_tag(i);
+    if (!tag.ok()) return fail("reading input metadata", tag.error());
+    if (tag.get() != rt::Tag::Tensor) continue;  // scalars keep their values from the program
+    auto info = meta.input_tensor_meta(i);
+    if (!info.ok()) return fail("reading input metadata", info.error());
+    InputTensor& in = inputs[i];
+    rt::ScalarType type = info->scalar_type;
+    if (!opt.inputs.empty()) {
+      etkit::runner::NpyArray arr;
+      std::string err;
+      if (!etkit::runner::read_npy(opt.inputs[i], &arr, &err)) {
+        std::fprintf(stderr, "etkit_runner: input %zu: %s\n", i, err.c_str());
+        return 1;
+      }
+      type = arr.scalar_type;
+      in.sizes.assign(arr.shape.begin(), arr.shape.end());
+      in.data = std::move(arr.data);
+    } else {
+      in.sizes.assign(info->sizes.begin(), info->sizes.end());
+      in.data.resize(info->nbytes);
+      fill_default(in, type, opt.random, rng);
+    }
+    in.dim_order.resize(in.sizes.size());
+    in.strides.resize(in.sizes.size());
+    for (size_t d = 0; d < in.sizes.size(); ++d) in.dim_order[d] = static_cast<rt::DimOrderType>(d);
+    in.tensor = rt::Tensor(type, in.sizes.size(), in.sizes.data(), in.data.data(), in.dim_order.data(),
+                           in.strides.data());
+    rt::Error e = method->set_input(rt::EValue(&in.tensor), i);
+    if (e != rt::Error::Ok) return fail("setting input", e);
+  }
+
+  std::vector<double> times_ms;
+  for (int it = 0; it < opt.iterations + 1; ++it) {  // first run is warm-up
+    auto t0 = std::chrono::steady_clock::now();
+    rt::Error e = method->execute();
+    auto t1 = std::chrono::steady_clock::now();
+    if (e != rt::Error::Ok) return fail("execute failed", e);
+    if (it > 0) times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(times_ms.begin(), times_ms.end());
+  double median = times_ms[times_ms.size() / 2];
+
+  for (size_t i = 0; i < method->outputs_size(); ++i) {
+    const rt::EValue& v = method->get_output(i);
+    if (!v.is_tensor()) {
+      if (v.is_int()) std::printf("output %zu: int %lld\n", i, (long long)v.to_int());
+      else if (v.is_double()) std::printf("output %zu: double %g\n", i, v.to_double());
+      else if (v.is_bool()) std::printf("output %zu: bool %d\n", i, int(v.to_bool()));
+      else std::printf("output %zu: %s\n", i, rt::tag_name(v.tag()));
+      continue;
+    }
+    const rt::Tensor& t = v.to_tensor();
+    std::printf("output %zu: shape %s dtype %s values [", i, shape_str(t.sizes()).c_str(),
+                rt::scalar_type_name(t.scalar_type()));
+    size_t shown = std::min<size_t>(t.numel(), 8);
+    for (size_t k = 0; k < shown; ++k) std::printf("%s%.6g", k ? ", " : "", element_as_double(t, k));
+    std::printf("%s]\n", t.numel() > shown ? ", ..." : "");
+    if (!opt.output_prefix.empty()) {
+      std::string err;
+      std::vector<int32_t> shape(t.sizes().begin(), t.sizes().end());
+      std::string path = opt.output_prefix + std::to_string(i) + ".npy";
+      if (!etkit::runner::write_npy(path, t.scalar_type(), shape, t.const_data_ptr(), t.nbytes(), &err)) {
+        std::fprintf(stderr, "etkit_runner: %s\n", err.c_str());
+        return 1;
+      }
+    }
+  }
+  std::printf("median latency: %.3f ms over %d iterations\n", median, opt.iterations);
+  return 0;
+}

@@ -1,0 +1,49 @@
+// Error names and the per-thread last-error message (see error.h).
+#include "etkit/runtime/error.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace etkit::runtime {
+namespace {
+constexpr size_t kMessageCapacity = 1024;
+thread_local char g_message[kMessageCapacity] = {0};
+}  // namespace
+
+const char* error_name(Error error) {
+  switch (error) {
+    case Error::Ok: return "Ok";
+    case Error::Internal: return "Internal";
+    case Error::InvalidState: return "InvalidState";
+    case Error::EndOfMethod: return "EndOfMethod";
+    case Error::NotSupported: return "NotSupported";
+    case Error::NotImplemented: return "NotImplemented";
+    case Error::InvalidArgument: return "InvalidArgument";
+    case Error::InvalidType: return "InvalidType";
+    case Error::OperatorMissing: return "OperatorMissing";
+    case Error::NotFound: return "NotFound";
+    case Error::MemoryAllocationFailed: return "MemoryAllocationFailed";
+    case Error::AccessFailed: return "AccessFailed";
+    case Error::InvalidProgram: return "InvalidProgram";
+    case Error::InvalidExternalData: return "InvalidExternalData";
+    case Error::OutOfResources: return "OutOfResources";
+    case Error::DelegateInvalidCompatibility: return "DelegateInvalidCompatibility";
+    case Error::DelegateMemoryAllocationFailed: return "DelegateMemoryAllocationFailed";
+    case Error::DelegateInvalidHandle: return "DelegateInvalidHandle";
+  }
+  return "UnknownError";
+}
+
+const char* last_error_message() { return g_message; }
+
+Error set_error(Error error, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(g_message, kMessageCapacity, format, args);
+  va_end(args);
+  return error;
+}
+
+void clear_error_message() { g_message[0] = '\0'; }
+
+}  // namespace etkit::runtime

@@ -1,0 +1,725 @@
+// Method loading and the instruction loop (seed pages "ExecuTorch Runtime Overview", "Managing Tensor
+// Memory in C++"). Everything is allocated in Program::load_method; Method::execute does not allocate.
+#include "etkit/runtime/method.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "etkit/runtime/backend_interface.h"
+#include "etkit/runtime/kernel.h"
+#include "program_data.h"
+
+namespace etkit::runtime {
+namespace {
+
+constexpr size_t kTempArenaBytes = 1 << 20;  // scratch for kernels/delegates, reset per instruction
+
+/// Heap-backed allocator for load-time state (delegate handles, metadata); frees everything on destruction.
+class LoadTimeAllocator final : public MemoryAllocator {
+ public:
+  ~LoadTimeAllocator() override { reset(); }
+  void* allocate(size_t size, size_t alignment = kDefaultAlignment) override {
+    if (alignment < sizeof(void*)) alignment = sizeof(void*);
+    if ((alignment & (alignment - 1)) != 0) return nullptr;
+    void* p = nullptr;
+    if (::posix_memalign(&p, alignment, size == 0 ? 1 : size) != 0) return nullptr;
+    blocks_.push_back(p);
+    return p;
+  }
+  void reset() override {
+    for (void* p : blocks_) std::free(p);
+    blocks_.clear();
+  }
+
+ private:
+  std::vector<void*> blocks_;
+};
+
+enum class InstrKind : uint8_t { Kernel, Delegate, Move, JumpFalse, Free };
+
+struct Instr {
+  InstrKind kind;
+  KernelFunction kernel = nullptr;  // Kernel
+  uint32_t op_index = 0;            // Kernel
+  uint32_t delegate_index = 0;      // Delegate
+  Span<EValue*> args;               // Kernel, Delegate
+  uint32_t a = 0, b = 0;            // Move: from, to; JumpFalse: cond, dest; Free: value
+};
+
+struct Delegate {
+  BackendInterface* backend = nullptr;
+  DelegateHandle* handle = nullptr;
+  const char* id = "";
+};
+
+}  // namespace
+
+class MethodState {
+ public:
+  const fb::ExecutionPlan* plan = nullptr;
+  const ProgramData* program = nullptr;
+  const char* name = "";
+  LoadTimeAllocator alloc;                 // metadata, handles (load time only)
+  std::vector<uint8_t*> planned_buffers;   // index = memory_id (0 unused)
+  std::vector<uint8_t> temp_arena;
+  MemoryAllocator temp_allocator;
+  std::vector<EValue> values;
+  std::vector<bool> tensor_is_planned;     // per value
+  std::vector<Instr> instrs;
+  std::vector<Delegate> delegates;
+  std::vector<const char*> op_names;       // "ns::op.overload" for messages
+  std::vector<uint32_t> inputs, outputs;
+  std::vector<bool> input_set;
+
+  ~MethodState() {
+    for (Delegate& d : delegates) {
+      if (d.backend != nullptr && d.handle != nullptr) d.backend->destroy(d.handle);
+    }
+    for (uint8_t* b : planned_buffers) std::free(b);
+  }
+
+  Error parse_values();
+  Error parse_tensor(size_t index, const fb::Tensor* t);
+  Error check_values();
+  Error resolve_operators();
+  Error init_delegates(const NamedDataMap* named);
+  Error parse_instructions();
+  Error execute();
+};
+
+namespace {
+Error bad_value(size_t i, const char* what) {
+  return set_error(Error::InvalidProgram, "value %zu: %s (the program is corrupted)", i, what);
+}
+}  // namespace
+
+Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
+  int st = static_cast<int>(t->scalar_type());
+  if (!is_valid_scalar_type(st)) {
+    return set_error(Error::InvalidProgram, "value %zu: tensor has unknown scalar type %d", i, st);
+  }
+  size_t dim = t->sizes() == nullptr ? 0 : t->sizes()->size();
+  if (dim > kTensorDimensionLimit) {
+    return set_error(Error::InvalidProgram, "value %zu: tensor rank %zu exceeds the limit %zu", i, dim,
+                     kTensorDimensionLimit);
+  }
+  size_t dim_order_len = t->dim_order() == nullptr ? 0 : t->dim_order()->size();
+  if (dim_order_len != dim) {
+    return set_error(Error::InvalidProgram, "value %zu: tensor has %zu sizes but %zu dim_order entries", i, dim,
+                     dim_order_len);
+  }
+  auto* sizes = alloc.allocate_list<SizesType>(dim + 1);
+  auto* dim_order = alloc.allocate_list<DimOrderType>(dim + 1);
+  auto* strides = alloc.allocate_list<StridesType>(dim + 1);
+  auto* tensor = static_cast<Tensor*>(alloc.allocate(sizeof(Tensor), alignof(Tensor)));
+  if (!sizes || !dim_order || !strides || !tensor) {
+    return set_error(Error::MemoryAllocationFailed, "value %zu: cannot allocate tensor metadata", i);
+  }
+  bool seen[kTensorDimensionLimit] = {false};
+  for (size_t d = 0; d < dim; ++d) {
+    int32_t s = t->sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
+    uint8_t o = t->dim_order()->Get(static_cast<flatbuffers::uoffset_t>(d));
+    if (s < 0) return bad_value(i, "negative tensor size");
+    if (o >= dim || seen[o]) return bad_value(i, "dim_order is not a permutation of the dimensions");
+    seen[o] = true;
+    sizes[d] = s;
+    dim_order[d] = o;
+  }
+  auto dynamism = static_cast<TensorShapeDynamism>(t->shape_dynamism());
+  if (static_cast<int>(dynamism) > 2) return bad_value(i, "unknown shape dynamism");
+  new (tensor) Tensor(static_cast<ScalarType>(st), dim, sizes, nullptr, dim_order, strides, dynamism);
+  size_t nbytes = tensor->nbytes();
+
+  void* data = nullptr;
+  bool planned = false;
+  if (const fb::AllocationDetails* a = t->allocation_info()) {
+    uint32_t mem_id = a->memory_id();
+    uint64_t offset = uint64_t(a->memory_offset_low()) | (uint64_t(a->memory_offset_high()) << 32);
+    const auto* buffer_sizes = plan->non_const_buffer_sizes();
+    if (buffer_sizes == nullptr || mem_id == 0 || mem_id >= buffer_sizes->size()) {
+      return set_error(Error::InvalidProgram, "value %zu: tensor is planned in memory buffer %u which does not exist",
+                       i, mem_id);
+    }
+    uint64_t buf_size = static_cast<uint64_t>(buffer_sizes->Get(mem_id));
+    if (offset > buf_size || nbytes > buf_size - offset) {
+      return set_error(Error::InvalidProgram,
+                       "value %zu: tensor of %zu bytes at offset %llu overflows planned buffer %u of %llu bytes", i,
+                       nbytes, (unsigned long long)offset, mem_id, (unsigned long long)buf_size);
+    }
+    data = planned_buffers[mem_id] + offset;
+    planned = true;
+  } else if (t->data_buffer_idx() > 0) {
+    auto c = program->constant_data(t->data_buffer_idx(), nbytes);
+    if (!c.ok()) return c.error();
+    data = const_cast<void*>(c.get());
+  } else if (const fb::ExtraTensorInfo* extra = t->extra_tensor_info()) {
+    if (extra->location() == fb::TensorDataLocation::EXTERNAL) {
+      const char* fqn = extra->fully_qualified_name() ? extra->fully_qualified_name()->c_str() : "";
+      return set_error(Error::NotSupported,
+                       "value %zu: tensor '%s' keeps its data in an external .ptd file, which this runtime does "
+                       "not load yet",
+                       i, fqn);
+    }
+  }
+  tensor->set_data(data);
+  values[i] = EValue(tensor);
+  tensor_is_planned[i] = planned;
+  return Error::Ok;
+}
+
+Error MethodState::parse_values() {
+  const auto* fvalues = plan->values();
+  size_t n = fvalues == nullptr ? 0 : fvalues->size();
+  values.assign(n, EValue());
+  tensor_is_planned.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const fb::EValue* v = fvalues->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (v == nullptr) return bad_value(i, "missing EValue");
+    if (v->val_type() != fb::KernelTypes::NONE && v->val_type() != fb::KernelTypes::Null && v->val() == nullptr) {
+      return bad_value(i, "value has a type but no body");
+    }
+    switch (v->val_type()) {
+      case fb::KernelTypes::NONE:
+      case fb::KernelTypes::Null:
+        values[i] = EValue();
+        break;
+      case fb::KernelTypes::Int:
+        values[i] = EValue(static_cast<int64_t>(v->val_as_Int()->int_val()));
+        break;
+      case fb::KernelTypes::Bool:
+        values[i] = EValue(static_cast<bool>(v->val_as_Bool()->bool_val()));
+        break;
+      case fb::KernelTypes::Double:
+        values[i] = EValue(static_cast<double>(v->val_as_Double()->double_val()));
+        break;
+      case fb::KernelTypes::String: {
+        const auto* s = v->val_as_String()->string_val();
+        values[i] = s == nullptr ? EValue::make_string("", 0) : EValue::make_string(s->c_str(), s->size());
+        break;
+      }
+      case fb::KernelTypes::Tensor:
+        ETKIT_CHECK_OK(parse_tensor(i, v->val_as_Tensor()));
+        break;
+      case fb::KernelTypes::DoubleList: {
+        const auto* items = v->val_as_DoubleList()->items();
+        values[i] = items == nullptr ? EValue::make_double_list(nullptr, 0)
+                                     : EValue::make_double_list(items->data(), items->size());
+        break;
+      }
+      case fb::KernelTypes::BoolList: {
+        const auto* items = v->val_as_BoolList()->items();
+        static_assert(sizeof(bool) == 1, "flatbuffers stores bools as one byte");
+        values[i] = items == nullptr
+                        ? EValue::make_bool_list(nullptr, 0)
+                        : EValue::make_bool_list(reinterpret_cast<const bool*>(items->data()), items->size());
+        break;
+      }
+      case fb::KernelTypes::IntList: {
+        const auto* items = v->val_as_IntList()->items();
+        size_t m = items == nullptr ? 0 : items->size();
+        BoxedList<int64_t> list;
+        auto** wrapped = alloc.allocate_list<EValue*>(m + 1);
+        list.unwrapped = alloc.allocate_list<int64_t>(m + 1);
+        if (!wrapped || !list.unwrapped) return set_error(Error::MemoryAllocationFailed, "value %zu: int list", i);
+        for (size_t j = 0; j < m; ++j) {
+          int64_t idx = items->Get(static_cast<flatbuffers::uoffset_t>(j));
+          if (idx < 0 || static_cast<size_t>(idx) >= n) return bad_value(i, "int list refers to a value out of range");
+          wrapped[j] = &values[static_cast<size_t>(idx)];
+        }
+        list.wrapped = wrapped;
+        list.size = m;
+        values[i] = EValue::make_int_list(list);
+        break;
+      }
+      case fb::KernelTypes::TensorList:
+      case fb::KernelTypes::OptionalTensorList: {
+        bool optional = v->val_type() == fb::KernelTypes::OptionalTensorList;
+        const auto* items = optional ? v->val_as_OptionalTensorList()->items() : v->val_as_TensorList()->items();
+        size_t m = items == nullptr ? 0 : items->size();
+        BoxedList<Tensor*> list;
+        auto** wrapped = alloc.allocate_list<EValue*>(m + 1);
+        list.unwrapped = alloc.allocate_list<Tensor*>(m + 1);
+        if (!wrapped || !list.unwrapped) return set_error(Error::MemoryAllocationFailed, "value %zu: tensor list", i);
+        for (size_t j = 0; j < m; ++j) {
+          int32_t idx = items->Get(static_cast<flatbuffers::uoffset_t>(j));
+          if (optional && idx == -1) {
+            wrapped[j] = nullptr;
+            continue;
+          }
+          if (idx < 0 || static_cast<size_t>(idx) >= n) return bad_value(i, "tensor list refers to a value out of range");
+          wrapped[j] = &values[static_cast<size_t>(idx)];
+        }
+        list.wrapped = wrapped;
+        list.size = m;
+        values[i] = optional ? EValue::make_optional_tensor_list(list) : EValue::make_tensor_list(list);
+        break;
+      }
+      default:
+        return bad_value(i, "unknown value type");
+    }
+  }
+  return Error::Ok;
+}
+
+// Boxed lists may refer to values parsed after them, so their element tags are checked afterwards.
+Error MethodState::check_values() {
+  const auto* fvalues = plan->values();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const fb::EValue* v = fvalues->Get(static_cast<flatbuffers::uoffset_t>(i));
+    const flatbuffers::Vector<int64_t>* ints = nullptr;
+    const flatbuffers::Vector<int32_t>* tensors = nullptr;
+    if (v->val_type() == fb::KernelTypes::IntList) ints = v->val_as_IntList()->items();
+    if (v->val_type() == fb::KernelTypes::TensorList) tensors = v->val_as_TensorList()->items();
+    if (v->val_type() == fb::KernelTypes::OptionalTensorList) tensors = v->val_as_OptionalTensorList()->items();
+    if (ints != nullptr) {
+      for (int64_t idx : *ints) {
+        if (!values[static_cast<size_t>(idx)].is_int()) return bad_value(i, "int list element is not an Int");
+      }
+    }
+    if (tensors != nullptr) {
+      for (int32_t idx : *tensors) {
+        if (idx == -1 && v->val_type() == fb::KernelTypes::OptionalTensorList) continue;
+        const EValue& e = values[static_cast<size_t>(idx)];
+        if (!e.is_tensor() && !e.is_none()) return bad_value(i, "tensor list element is not a Tensor");
+      }
+    }
+  }
+  auto check_io = [&](const flatbuffers::Vector<int32_t>* list, std::vector<uint32_t>& out, const char* what) {
+    size_t m = list == nullptr ? 0 : list->size();
+    for (size_t j = 0; j < m; ++j) {
+      int32_t idx = list->Get(static_cast<flatbuffers::uoffset_t>(j));
+      if (idx < 0 || static_cast<size_t>(idx) >= values.size()) {
+        return set_error(Error::InvalidProgram, "method %s %zu refers to value %d out of range", what, j, idx);
+      }
+      out.push_back(static_cast<uint32_t>(idx));
+    }
+    return Error::Ok;
+  };
+  ETKIT_CHECK_OK(check_io(plan->inputs(), inputs, "input"));
+  ETKIT_CHECK_OK(check_io(plan->outputs(), outputs, "output"));
+  input_set.assign(inputs.size(), false);
+  return Error::Ok;
+}
+
+Error MethodState::resolve_operators() {
+  const auto* ops = plan->operators();
+  size_t n = ops == nullptr ? 0 : ops->size();
+  op_names.assign(n, "");
+  for (size_t i = 0; i < n; ++i) {
+    const fb::Operator* op = ops->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (op == nullptr || op->name() == nullptr) {
+      return set_error(Error::InvalidProgram, "operator %zu has no name", i);
+    }
+    const char* name = op->name()->c_str();
+    const char* overload = op->overload() == nullptr ? "" : op->overload()->c_str();
+    size_t len = std::strlen(name) + 1 + std::strlen(overload) + 1;
+    char* full = static_cast<char*>(alloc.allocate(len, 1));
+    if (full == nullptr) return set_error(Error::MemoryAllocationFailed, "operator name");
+    std::snprintf(full, len, overload[0] ? "%s.%s" : "%s", name, overload);
+    op_names[i] = full;
+  }
+  return Error::Ok;
+}
+
+Error MethodState::init_delegates(const NamedDataMap* named) {
+  const auto* fdelegates = plan->delegates();
+  size_t n = fdelegates == nullptr ? 0 : fdelegates->size();
+  delegates.assign(n, Delegate());
+  const fb::Program* p = program->program;
+  for (size_t i = 0; i < n; ++i) {
+    const fb::BackendDelegate* d = fdelegates->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (d == nullptr || d->id() == nullptr || d->processed() == nullptr) {
+      return set_error(Error::InvalidProgram, "delegate %zu has no id or no processed data", i);
+    }
+    const char* id = d->id()->c_str();
+    BackendInterface* backend = get_backend(id);
+    if (backend == nullptr) {
+      return set_error(Error::NotFound,
+                       "program needs backend '%s' which is not registered in this runtime; install/link its plugin",
+                       id);
+    }
+    if (!backend->is_available()) {
+      return set_error(Error::NotSupported, "backend '%s' is registered but not available on this machine", id);
+    }
+    FreeableBuffer processed;
+    const fb::BackendDelegateDataReference* ref = d->processed();
+    if (ref->location() == fb::DataLocation::INLINE) {
+      const auto* inline_data = p->backend_delegate_data();
+      if (inline_data == nullptr || ref->index() >= inline_data->size()) {
+        return set_error(Error::InvalidProgram, "delegate %zu ('%s') refers to inline data %u which does not exist",
+                         i, id, ref->index());
+      }
+      const auto* bytes = inline_data->Get(ref->index())->data();
+      processed = bytes == nullptr ? FreeableBuffer() : FreeableBuffer(bytes->data(), bytes->size(), nullptr);
+    } else if (ref->location() == fb::DataLocation::SEGMENT) {
+      auto seg = program->load_segment(ref->index());
+      if (!seg.ok()) return seg.error();
+      processed = std::move(seg.get());
+    } else {
+      return set_error(Error::InvalidProgram, "delegate %zu ('%s') has unknown data location", i, id);
+    }
+    const auto* specs = d->compile_specs();
+    size_t num_specs = specs == nullptr ? 0 : specs->size();
+    auto* cspecs = alloc.allocate_list<CompileSpec>(num_specs + 1);
+    if (cspecs == nullptr) return set_error(Error::MemoryAllocationFailed, "compile specs");
+    for (size_t j = 0; j < num_specs; ++j) {
+      const fb::CompileSpec* s = specs->Get(static_cast<flatbuffers::uoffset_t>(j));
+      cspecs[j].key = (s != nullptr && s->key() != nullptr) ? s->key()->c_str() : "";
+      cspecs[j].value.buffer = (s != nullptr && s->value() != nullptr) ? s->value()->data() : nullptr;
+      cspecs[j].value.nbytes = (s != nullptr && s->value() != nullptr) ? s->value()->size() : 0;
+    }
+    BackendInitContext ctx(&alloc, named, name);
+    clear_error_message();
+    Result<DelegateHandle*> handle = backend->init(ctx, &processed, Span<const CompileSpec>(cspecs, num_specs));
+    if (!handle.ok()) {
+      char inner[768];
+      std::snprintf(inner, sizeof(inner), "%s", last_error_message());
+      return set_error(handle.error(), "backend '%s' failed to initialise delegate %zu: %s (%s)", id, i,
+                       inner[0] ? inner : "no message", error_name(handle.error()));
+    }
+    delegates[i].backend = backend;
+    delegates[i].handle = handle.get();
+    delegates[i].id = id;
+  }
+  return Error::Ok;
+}
+
+Error MethodState::parse_instructions() {
+  const auto* chains = plan->chains();
+  if (chains == nullptr || chains->size() == 0) {
+    return Error::Ok;  // a method with no chain does nothing
+  }
+  if (chains->size() > 1) {
+    return set_error(Error::NotSupported, "method '%s' has %u chains; this runtime runs single-chain methods", name,
+                     chains->size());
+  }
+  const fb::Chain* chain = chains->Get(0);
+  const auto* finstrs = chain == nullptr ? nullptr : chain->instructions();
+  size_t n = finstrs == nullptr ? 0 : finstrs->size();
+  instrs.resize(n);
+  auto value_ok = [&](int64_t idx) { return idx >= 0 && static_cast<size_t>(idx) < values.size(); };
+  auto build_args = [&](size_t pc, const flatbuffers::Vector<int32_t>* args, Span<EValue*>& out) -> Error {
+    size_t m = args == nullptr ? 0 : args->size();
+    auto** arr = alloc.allocate_list<EValue*>(m + 1);
+    if (arr == nullptr) return set_error(Error::MemoryAllocationFailed, "instruction args");
+    for (size_t j = 0; j < m; ++j) {
+      int32_t idx = args->Get(static_cast<flatbuffers::uoffset_t>(j));
+      if (!value_ok(idx)) {
+        return set_error(Error::InvalidProgram, "instruction %zu argument %zu refers to value %d out of range", pc, j,
+                         idx);
+      }
+      arr[j] = &values[static_cast<size_t>(idx)];
+    }
+    out = Span<EValue*>(arr, m);
+    return Error::Ok;
+  };
+  for (size_t pc = 0; pc < n; ++pc) {
+    const fb::Instruction* in = finstrs->Get(static_cast<flatbuffers::uoffset_t>(pc));
+    Instr& out = instrs[pc];
+    switch (in == nullptr ? fb::InstructionArguments::NONE : in->instr_args_type()) {
+      case fb::InstructionArguments::KernelCall: {
+        const fb::KernelCall* k = in->instr_args_as_KernelCall();
+        if (k == nullptr) return set_error(Error::InvalidProgram, "instruction %zu has no KernelCall body", pc);
+        if (k->op_index() < 0 || static_cast<size_t>(k->op_index()) >= op_names.size()) {
+          return set_error(Error::InvalidProgram, "instruction %zu calls operator %d out of range", pc, k->op_index());
+        }
+        out.kind = InstrKind::Kernel;
+        out.op_index = static_cast<uint32_t>(k->op_index());
+        out.kernel = get_kernel(op_names[out.op_index]);
+        if (out.kernel == nullptr) {
+          return set_error(Error::OperatorMissing,
+                           "program needs kernel '%s' which is not registered in this runtime (no portable kernel "
+                           "for it; delegate it to a backend or link a kernel library that provides it)",
+                           op_names[out.op_index]);
+        }
+        ETKIT_CHECK_OK(build_args(pc, k->args(), out.args));
+        break;
+      }
+      case fb::InstructionArguments::DelegateCall: {
+        const fb::DelegateCall* d = in->instr_args_as_DelegateCall();
+        if (d == nullptr) return set_error(Error::InvalidProgram, "instruction %zu has no DelegateCall body", pc);
+        if (d->delegate_index() < 0 || static_cast<size_t>(d->delegate_index()) >= delegates.size()) {
+          return set_error(Error::InvalidProgram, "instruction %zu calls delegate %d out of range", pc,
+                           d->delegate_index());
+        }
+        out.kind = InstrKind::Delegate;
+        out.delegate_index = static_cast<uint32_t>(d->delegate_index());
+        ETKIT_CHECK_OK(build_args(pc, d->args(), out.args));
+        break;
+      }
+      case fb::InstructionArguments::MoveCall: {
+        const fb::MoveCall* m = in->instr_args_as_MoveCall();
+        if (m == nullptr) return set_error(Error::InvalidProgram, "instruction %zu has no MoveCall body", pc);
+        if (!value_ok(m->move_from()) || !value_ok(m->move_to())) {
+          return set_error(Error::InvalidProgram, "instruction %zu moves between values out of range", pc);
+        }
+        out.kind = InstrKind::Move;
+        out.a = static_cast<uint32_t>(m->move_from());
+        out.b = static_cast<uint32_t>(m->move_to());
+        break;
+      }
+      case fb::InstructionArguments::JumpFalseCall: {
+        const fb::JumpFalseCall* j = in->instr_args_as_JumpFalseCall();
+        if (j == nullptr) return set_error(Error::InvalidProgram, "instruction %zu has no JumpFalseCall body", pc);
+        if (!value_ok(j->cond_value_index()) || j->destination_instruction() < 0 ||
+            static_cast<size_t>(j->destination_instruction()) > n) {
+          return set_error(Error::InvalidProgram, "instruction %zu jumps with an out-of-range value or target", pc);
+        }
+        out.kind = InstrKind::JumpFalse;
+        out.a = static_cast<uint32_t>(j->cond_value_index());
+        out.b = static_cast<uint32_t>(j->destination_instruction());
+        break;
+      }
+      case fb::InstructionArguments::FreeCall: {
+        const fb::FreeCall* f = in->instr_args_as_FreeCall();
+        if (f == nullptr) return set_error(Error::InvalidProgram, "instruction %zu has no FreeCall body", pc);
+        if (!value_ok(f->value_index())) {
+          return set_error(Error::InvalidProgram, "instruction %zu frees value %d out of range", pc, f->value_index());
+        }
+        out.kind = InstrKind::Free;
+        out.a = static_cast<uint32_t>(f->value_index());
+        break;
+      }
+      default:
+        return set_error(Error::InvalidProgram, "instruction %zu has an unknown type", pc);
+    }
+  }
+  return Error::Ok;
+}
+
+Error MethodState::execute() {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const EValue& v = values[inputs[i]];
+    if (v.is_tensor() && v.to_tensor().const_data_ptr() == nullptr && v.to_tensor().nbytes() > 0) {
+      return set_error(Error::InvalidState, "method '%s': input %zu was never set", name, i);
+    }
+  }
+  size_t pc = 0;
+  const size_t n = instrs.size();
+  while (pc < n) {
+    const Instr& in = instrs[pc];
+    temp_allocator.reset();
+    switch (in.kind) {
+      case InstrKind::Kernel: {
+        KernelRuntimeContext ctx(&temp_allocator);
+        clear_error_message();
+        in.kernel(ctx, in.args);
+        if (ctx.failure_state() != Error::Ok) {
+          char inner[768];
+          std::snprintf(inner, sizeof(inner), "%s", last_error_message());
+          return set_error(ctx.failure_state(), "%s (instruction %zu of method '%s') failed: %s",
+                           op_names[in.op_index], pc, name, inner[0] ? inner : error_name(ctx.failure_state()));
+        }
+        ++pc;
+        break;
+      }
+      case InstrKind::Delegate: {
+        const Delegate& d = delegates[in.delegate_index];
+        BackendExecutionContext ctx(&temp_allocator, name);
+        clear_error_message();
+        Error e = d.backend->execute(ctx, d.handle, in.args);
+        if (e != Error::Ok) {
+          char inner[768];
+          std::snprintf(inner, sizeof(inner), "%s", last_error_message());
+          return set_error(e, "backend '%s' (delegate %u, instruction %zu of method '%s') failed: %s", d.id,
+                           in.delegate_index, pc, name, inner[0] ? inner : error_name(e));
+        }
+        ++pc;
+        break;
+      }
+      case InstrKind::Move:
+        values[in.b] = values[in.a];
+        ++pc;
+        break;
+      case InstrKind::JumpFalse: {
+        const EValue& c = values[in.a];
+        bool cond;
+        if (c.is_bool()) {
+          cond = c.to_bool();
+        } else if (c.is_tensor() && c.to_tensor().scalar_type() == ScalarType::Bool) {
+          const Tensor& t = c.to_tensor();
+          cond = true;
+          for (size_t k = 0; k < t.numel(); ++k) cond = cond && t.const_data_ptr<bool>()[k];
+        } else {
+          return set_error(Error::InvalidProgram, "instruction %zu: jump condition is a %s, not a Bool", pc,
+                           tag_name(c.tag()));
+        }
+        pc = cond ? pc + 1 : in.b;
+        break;
+      }
+      case InstrKind::Free:
+        // Planned memory is owned by the method; nothing to release.
+        ++pc;
+        break;
+    }
+  }
+  return Error::Ok;
+}
+
+// ---------------------------------------------------------------- Program::load_method
+
+Result<Method> Program::load_method(const char* method_name) const {
+  clear_error_message();
+  auto meta = method_meta(method_name);
+  if (!meta.ok()) return meta.error();
+  const fb::Program* p = data_->program;
+  const fb::ExecutionPlan* plan = nullptr;
+  for (size_t i = 0; i < p->execution_plan()->size(); ++i) {
+    const fb::ExecutionPlan* cand = p->execution_plan()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (cand != nullptr && cand->name() != nullptr && std::strcmp(cand->name()->c_str(), method_name) == 0) {
+      plan = cand;
+      break;
+    }
+  }
+  std::unique_ptr<MethodState> s(new (std::nothrow) MethodState());
+  if (!s) return set_error(Error::MemoryAllocationFailed, "cannot allocate method state");
+  s->plan = plan;
+  s->program = data_.get();
+  s->name = plan->name()->c_str();
+
+  const auto* buffer_sizes = plan->non_const_buffer_sizes();
+  size_t num_buffers = buffer_sizes == nullptr ? 0 : buffer_sizes->size();
+  s->planned_buffers.assign(num_buffers, nullptr);
+  for (size_t i = 1; i < num_buffers; ++i) {
+    int64_t size = buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (size < 0 || static_cast<uint64_t>(size) > (uint64_t(1) << 40)) {
+      return set_error(Error::InvalidProgram, "method '%s': planned buffer %zu has invalid size %lld", s->name, i,
+                       (long long)size);
+    }
+    void* buf = nullptr;
+    if (::posix_memalign(&buf, 64, static_cast<size_t>(size) + 64) != 0 || buf == nullptr) {
+      return set_error(Error::MemoryAllocationFailed, "method '%s': cannot allocate planned buffer %zu of %lld bytes",
+                       s->name, i, (long long)size);
+    }
+    s->planned_buffers[i] = static_cast<uint8_t*>(buf);
+  }
+  s->temp_arena.resize(kTempArenaBytes);
+  s->temp_allocator = MemoryAllocator(s->temp_arena.size(), s->temp_arena.data());
+
+  ETKIT_CHECK_OK(s->parse_values());
+  ETKIT_CHECK_OK(s->check_values());
+  ETKIT_CHECK_OK(s->resolve_operators());
+  ETKIT_CHECK_OK(s->init_delegates(named_data_map()));
+  ETKIT_CHECK_OK(s->parse_instructions());
+  return Method(std::move(s));
+}
+
+// ---------------------------------------------------------------- Method
+
+Method::Method(std::unique_ptr<MethodState> state) : state_(std::move(state)) {}
+Method::Method(Method&& other) noexcept = default;
+Method::~Method() = default;
+
+MethodMeta Method::method_meta() const { return MethodMeta(state_->plan); }
+size_t Method::inputs_size() const { return state_->inputs.size(); }
+size_t Method::outputs_size() const { return state_->outputs.size(); }
+size_t Method::values_size() const { return state_->values.size(); }
+const EValue& Method::get_value(size_t index) const { return state_->values[index]; }
+const EValue& Method::get_input(size_t index) const { return state_->values[state_->inputs[index]]; }
+const EValue& Method::get_output(size_t index) const { return state_->values[state_->outputs[index]]; }
+
+namespace {
+void format_sizes(char* out, size_t cap, Span<const SizesType> sizes) {
+  size_t used = 0;
+  used += static_cast<size_t>(std::snprintf(out, cap, "["));
+  for (size_t i = 0; i < sizes.size() && used < cap; ++i) {
+    used += static_cast<size_t>(std::snprintf(out + used, cap - used, i ? ", %d" : "%d", (int)sizes[i]));
+  }
+  if (used < cap) std::snprintf(out + used, cap - used, "]");
+}
+}  // namespace
+
+Error Method::set_input(const EValue& value, size_t index) {
+  MethodState& s = *state_;
+  if (index >= s.inputs.size()) {
+    return set_error(Error::InvalidArgument, "method '%s' has %zu inputs; input index %zu is out of range", s.name,
+                     s.inputs.size(), index);
+  }
+  size_t vi = s.inputs[index];
+  EValue& target = s.values[vi];
+  if (target.is_tensor()) {
+    if (!value.is_tensor()) {
+      return set_error(Error::InvalidArgument, "method '%s' input %zu expects a Tensor, got %s", s.name, index,
+                       tag_name(value.tag()));
+    }
+    Tensor& dst = target.to_tensor();
+    const Tensor& src = value.to_tensor();
+    char want[160], got[160];
+    format_sizes(want, sizeof(want), dst.sizes());
+    format_sizes(got, sizeof(got), src.sizes());
+    if (src.scalar_type() != dst.scalar_type()) {
+      return set_error(Error::InvalidArgument, "method '%s' input %zu expects dtype %s, got %s", s.name, index,
+                       scalar_type_name(dst.scalar_type()), scalar_type_name(src.scalar_type()));
+    }
+    if (src.dim() != dst.dim()) {
+      return set_error(Error::InvalidArgument, "method '%s' input %zu expects rank %zu (shape %s), got rank %zu (%s)",
+                       s.name, index, dst.dim(), want, src.dim(), got);
+    }
+    for (size_t d = 0; d < dst.dim(); ++d) {
+      if (src.dim_order()[d] != dst.dim_order()[d]) {
+        return set_error(Error::InvalidArgument,
+                         "method '%s' input %zu expects another memory layout (dim_order) than the one given", s.name,
+                         index);
+      }
+    }
+    if (s.tensor_is_planned[vi]) {
+      Error e = dst.resize(src.sizes());
+      if (e != Error::Ok) {
+        return set_error(Error::InvalidArgument, "method '%s' input %zu expects shape %s, got %s (%s)", s.name, index,
+                         want, got, last_error_message());
+      }
+      if (src.nbytes() > 0) std::memcpy(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes());
+    } else {
+      if (dst.shape_dynamism() == TensorShapeDynamism::STATIC) {
+        for (size_t d = 0; d < dst.dim(); ++d) {
+          if (src.sizes()[d] != dst.sizes()[d]) {
+            return set_error(Error::InvalidArgument, "method '%s' input %zu expects shape %s, got %s", s.name, index,
+                             want, got);
+          }
+        }
+      }
+      for (size_t d = 0; d < dst.dim(); ++d) dst.mutable_sizes()[d] = src.sizes()[d];
+      dst.recompute_strides_and_numel();
+      dst.set_capacity_nbytes(dst.nbytes());
+      dst.set_data(const_cast<void*>(src.const_data_ptr()));
+    }
+  } else if (target.is_scalar()) {
+    if (value.tag() != target.tag()) {
+      return set_error(Error::InvalidArgument, "method '%s' input %zu expects %s, got %s", s.name, index,
+                       tag_name(target.tag()), tag_name(value.tag()));
+    }
+    target = value;
+  } else if (value.tag() != target.tag()) {
+    return set_error(Error::InvalidArgument, "method '%s' input %zu expects %s, got %s", s.name, index,
+                     tag_name(target.tag()), tag_name(value.tag()));
+  }
+  s.input_set[index] = true;
+  return Error::Ok;
+}
+
+Error Method::set_output_data_ptr(void* buffer, size_t size, size_t index) {
+  MethodState& s = *state_;
+  if (index >= s.outputs.size()) {
+    return set_error(Error::InvalidArgument, "output index %zu out of range (%zu outputs)", index, s.outputs.size());
+  }
+  size_t vi = s.outputs[index];
+  if (!s.values[vi].is_tensor()) return set_error(Error::InvalidArgument, "output %zu is not a tensor", index);
+  if (s.tensor_is_planned[vi]) {
+    return set_error(Error::InvalidState, "output %zu lives in planned memory; it cannot be redirected", index);
+  }
+  Tensor& t = s.values[vi].to_tensor();
+  if (size < t.nbytes()) {
+    return set_error(Error::InvalidArgument, "output %zu needs %zu bytes, buffer has %zu", index, t.nbytes(), size);
+  }
+  t.set_data(buffer);
+  t.set_capacity_nbytes(size);
+  return Error::Ok;
+}
+
+Error Method::execute() {
+  clear_error_message();
+  return state_->execute();
+}
+
+}  // namespace etkit::runtime

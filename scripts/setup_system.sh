@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install the Debian packages etkit's build needs (idempotent; quick when everything is present).
+#
+#   build-essential  C/C++ compilers for the runtime, the plugins and XNNPACK
+#   dpkg-dev         apt-get source (scripts/xnnpack.sh fetches Debian's original tarballs)
+#   xz-utils         unpacking those tarballs
+#   debian-archive-keyring, gpgv, ca-certificates   verifying the trixie/sid indexes we read
+#   util-linux       flock (builds on the shared machine are serialised)
+#   python3.11-venv  `python3.11 -m venv` when python3.11 is Debian's
+# cmake and ninja come from the Python venv (requirements-dev.txt), not from Debian.
+# Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+PACKAGES=(build-essential dpkg-dev xz-utils debian-archive-keyring gpgv ca-certificates util-linux)
+if [[ "$(readlink -f "$(command -v python3.11 || echo /nonexistent)")" == /usr/bin/* ]]; then
+  PACKAGES+=(python3.11-venv)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup_system.sh: all system packages present (${PACKAGES[*]})" >&2
+  exit 0
+fi
+
+SUDO=""
+if [[ "$(id -u)" != 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup_system.sh: ERROR: need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "setup_system.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q >&2
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
+  || { echo "setup_system.sh: ERROR: apt-get install ${missing[*]} failed" >&2; exit 1; }
