@@ -299,6 +299,20 @@ Error MethodState::check_values() {
   ETKIT_CHECK_OK(check_io(plan->inputs(), inputs, "input"));
   ETKIT_CHECK_OK(check_io(plan->outputs(), outputs, "output"));
   input_set.assign(inputs.size(), false);
+  // A tensor with no storage (not planned, not constant) must be bound by the caller: only method
+  // inputs and outputs may be like that.
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i].is_tensor()) continue;
+    const Tensor& t = values[i].to_tensor();
+    if (t.const_data_ptr() != nullptr || t.nbytes() == 0) continue;
+    bool is_io = false;
+    for (uint32_t v : inputs) is_io = is_io || v == i;
+    for (uint32_t v : outputs) is_io = is_io || v == i;
+    if (!is_io) {
+      return set_error(Error::InvalidProgram,
+                       "value %zu: tensor has no memory (not planned, not constant, not a method input/output)", i);
+    }
+  }
   return Error::Ok;
 }
 
@@ -454,6 +468,11 @@ Error MethodState::parse_instructions() {
         if (!value_ok(m->move_from()) || !value_ok(m->move_to())) {
           return set_error(Error::InvalidProgram, "instruction %zu moves between values out of range", pc);
         }
+        if (values[static_cast<size_t>(m->move_from())].tag() != values[static_cast<size_t>(m->move_to())].tag()) {
+          return set_error(Error::InvalidProgram, "instruction %zu moves a %s into a %s value", pc,
+                           tag_name(values[static_cast<size_t>(m->move_from())].tag()),
+                           tag_name(values[static_cast<size_t>(m->move_to())].tag()));
+        }
         out.kind = InstrKind::Move;
         out.a = static_cast<uint32_t>(m->move_from());
         out.b = static_cast<uint32_t>(m->move_to());
@@ -493,6 +512,13 @@ Error MethodState::execute() {
     const EValue& v = values[inputs[i]];
     if (v.is_tensor() && v.to_tensor().const_data_ptr() == nullptr && v.to_tensor().nbytes() > 0) {
       return set_error(Error::InvalidState, "method '%s': input %zu was never set", name, i);
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const EValue& v = values[outputs[i]];
+    if (v.is_tensor() && v.to_tensor().const_data_ptr() == nullptr && v.to_tensor().nbytes() > 0) {
+      return set_error(Error::InvalidState,
+                       "method '%s': output %zu has no memory; call set_output_data_ptr first", name, i);
     }
   }
   size_t pc = 0;

@@ -369,6 +369,7 @@ Result<TensorInfo> MethodMeta::tensor_meta(int32_t value_index) const {
     return set_error(Error::InvalidArgument, "value %d is a %s, not a Tensor", value_index, tag_name(tag));
   }
   const fb::Tensor* t = plan_->values()->Get(static_cast<flatbuffers::uoffset_t>(value_index))->val_as_Tensor();
+  if (t == nullptr) return set_error(Error::InvalidProgram, "value %d: tensor has no body", value_index);
   TensorInfo info{};
   info.scalar_type = static_cast<ScalarType>(t->scalar_type());
   if (t->sizes() != nullptr) info.sizes = {t->sizes()->data(), t->sizes()->size()};

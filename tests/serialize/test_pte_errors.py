@@ -102,8 +102,16 @@ def test_constant_smaller_than_its_tensor_is_reported():
     contents = make_contents()
     contents.constant_data[1] = b"\x00" * 20  # tensor 1 is float32[2, 3]: 24 bytes
     contents.constant_data[2] = b""  # last entry: no padding after it
-    with pytest.raises(PteFormatError, match="constant_segment entry 2 holds 0 bytes but a tensor "
-                                             "reading it needs 7"):
+    with pytest.raises(PteFormatError, match=r"constant_segment entry 2 holds 0 bytes but the "
+                                             r"tensor at method 'other' values\[4\] needs 7"):
+        deserialize_pte(serialize_pte(contents))
+
+
+def test_constant_index_past_the_constants_is_reported():
+    contents = make_contents()
+    contents.constant_data = contents.constant_data[:2]
+    with pytest.raises(PteFormatError, match=r"method 'other' values\[4\]: Tensor.data_buffer_idx 2 "
+                                             r"is out of range; constant_segment has 2 entries"):
         deserialize_pte(serialize_pte(contents))
 
 

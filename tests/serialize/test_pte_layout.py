@@ -106,7 +106,6 @@ def test_no_segment_data_means_no_extended_header():
 def test_inline_vectors_are_aligned_in_the_flatbuffer():
     # Files from older writers keep constants and delegate data inline, force_align 16.
     plan = make_plan()
-    plan.executionPlan = None
     blobs = [b"", b"\x01" * 24, b"\x02" * 7]
     program = ProgramT(version=0, executionPlan=[plan],
                        constantBuffer=[BufferT(storage=b) for b in blobs],

@@ -324,11 +324,11 @@ def read_layout(data: bytes) -> PteLayout:
     return PteLayout(len(data), header, program_size, base, program, ranges)
 
 
-def _needed_bytes(program: ProgramT, *, mutable: bool) -> dict[int, int]:
-    """data_buffer_idx -> the largest nbytes any tensor reading it needs."""
-    needed: dict[int, int] = {}
+def _needed_bytes(program: ProgramT, *, mutable: bool) -> dict[int, tuple[int, str]]:
+    """data_buffer_idx -> (largest nbytes a tensor reading it needs, which value that is)."""
+    needed: dict[int, tuple[int, str]] = {}
     for plan in program.executionPlan or []:
-        for evalue in plan.values or []:
+        for v, evalue in enumerate(plan.values or []):
             tensor = evalue.val
             if evalue.valType != KernelTypes.Tensor or tensor is None or not tensor.dataBufferIdx:
                 continue
@@ -341,11 +341,15 @@ def _needed_bytes(program: ProgramT, *, mutable: bool) -> dict[int, int]:
             for size in tensor.sizes if tensor.sizes is not None else []:
                 numel *= int(size)
             nbytes = (max(tensor.storageOffset, 0) + numel) * element_size(tensor.scalarType)
-            needed[tensor.dataBufferIdx] = max(nbytes, needed.get(tensor.dataBufferIdx, 0))
+            if nbytes >= needed.get(tensor.dataBufferIdx, (-1, ""))[0]:
+                name = plan.name.decode("utf-8", "replace") if isinstance(plan.name, bytes) \
+                    else plan.name
+                needed[tensor.dataBufferIdx] = (nbytes, f"method {name!r} values[{v}]")
     return needed
 
 
-def _split_subsegment(what: str, subsegment, blob: bytes, needed: dict[int, int]) -> list[bytes]:
+def _split_subsegment(what: str, subsegment, blob: bytes,
+                      needed: dict[int, tuple[int, str]]) -> list[bytes]:
     offsets = [int(o) for o in subsegment.offsets]
     entries = []
     for i, start in enumerate(offsets):
@@ -359,21 +363,22 @@ def _split_subsegment(what: str, subsegment, blob: bytes, needed: dict[int, int]
     return _trim(what, entries, needed)
 
 
-def _trim(what: str, entries: list[bytes], needed: dict[int, int]) -> list[bytes]:
+def _trim(what: str, entries: list[bytes], needed: dict[int, tuple[int, str]]) -> list[bytes]:
     """Drop the zero padding after each entry's tensor bytes.
 
     Only an all-zero tail is cut: a writer may store a tensor's whole storage, which can be
     longer than the tensor, and those bytes are kept as they are.
     """
-    for index, nbytes in needed.items():
+    for index, (nbytes, reader) in needed.items():
         if index >= len(entries):
             raise PteFormatError(
-                f"a tensor reads data_buffer_idx {index} but {what} has {len(entries)} entries"
+                f"{reader}: Tensor.data_buffer_idx {index} is out of range; {what} has "
+                f"{len(entries)} entries"
             )
         if nbytes > len(entries[index]):
             raise PteFormatError(
-                f"{what} entry {index} holds {len(entries[index])} bytes but a tensor "
-                f"reading it needs {nbytes}"
+                f"{what} entry {index} holds {len(entries[index])} bytes but the tensor at "
+                f"{reader} needs {nbytes}"
             )
         if not any(entries[index][nbytes:]):
             entries[index] = entries[index][:nbytes]

@@ -75,6 +75,11 @@ void convolution_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
          name, (long long)C, (long long)OC, (long long)ICg, (long long)groups);
     return;
   }
+  if (bias != nullptr && int64_t(bias->numel()) < OC) {
+    fail(ctx, Error::InvalidArgument, "%s: bias has %zu elements for %lld output channels", name, bias->numel(),
+         (long long)OC);
+    return;
+  }
   const int64_t sh = is1d ? 1 : stride[0], sw = stride[is1d ? 0 : 1];
   const int64_t ph = is1d ? 0 : pad[0], pw = pad[is1d ? 0 : 1];
   const int64_t dh = is1d ? 1 : dil[0], dw = dil[is1d ? 0 : 1];

@@ -454,6 +454,10 @@ void native_layer_norm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   if (write_stats && (!resize_out(ctx, name, *mean, stat_sizes, in->dim()) ||
                       !resize_out(ctx, name, *rstd, stat_sizes, in->dim())))
     return;
+  if ((w && w->numel() < n) || (b && b->numel() < n)) {
+    fail(ctx, Error::InvalidArgument, "%s: weight/bias have fewer than the %zu normalized elements", name, n);
+    return;
+  }
   const size_t m = n == 0 ? 0 : in->numel() / n;
   const void* x = in->const_data_ptr();
   const ScalarType it = in->scalar_type(), ot = out->scalar_type();
@@ -500,6 +504,13 @@ void native_batch_norm_legit_no_training_out(KernelRuntimeContext& ctx, Span<EVa
   }
   if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim())) return;
   const size_t channels = static_cast<size_t>(in->size(1));
+  for (const Tensor* t : {w, b, rm, rv}) {
+    if (t != nullptr && t->numel() < channels) {
+      fail(ctx, Error::InvalidArgument, "%s: per-channel tensor has %zu elements for %zu channels", name, t->numel(),
+           channels);
+      return;
+    }
+  }
   int64_t idx[runtime::kTensorDimensionLimit] = {0};
   const size_t numel = in->numel();
   for (size_t i = 0; i < numel; ++i) {

@@ -37,7 +37,7 @@ class Stub(torch.nn.Module):
         for shape in self.output_shapes:
             n = math.prod(shape)
             part = flat[:n] if n <= flat.numel() else torch.nn.functional.pad(flat, (0, n - flat.numel()))
-            outs.append(part.reshape(shape) + 0 * part.reshape(shape) if False else part.reshape(shape))
+            outs.append(part.reshape(shape))
         return tuple(outs)
 
 
