@@ -171,7 +171,7 @@ extract_binary() {
 tarball_names() { local e out=(); for e in "$@"; do IFS='|' read -r _ f _ <<<"$e"; out+=("$f"); done; echo "${out[*]}"; }
 
 # ---------------------------------------------------------------- cache key and fast path
-KEY_TEXT="recipe=$RECIPE_VERSION binary_deps=${ETKIT_XNNPACK_BINARY_DEPS:-0} $(printf '%s ' "${XNNPACK_SOURCES[@]}" "${PTHREADPOOL_SOURCES[@]}" "${CPUINFO_SOURCES[@]}" "${FXDIV_SOURCES[@]}") cc=$(cc -dumpfullversion 2>/dev/null || echo unknown) arch=$(uname -m)"
+KEY_TEXT="recipe=$RECIPE_VERSION $( [[ "${ETKIT_XNNPACK_BINARY_DEPS:-0}" == 1 ]] && echo "binary_deps=1 " )$(printf '%s ' "${XNNPACK_SOURCES[@]}" "${PTHREADPOOL_SOURCES[@]}" "${CPUINFO_SOURCES[@]}" "${FXDIV_SOURCES[@]}") cc=$(cc -dumpfullversion 2>/dev/null || echo unknown) arch=$(uname -m)"
 KEY="20241108-$(printf '%s' "$KEY_TEXT" | sha256sum | cut -c1-16)"
 ROOT="$CACHE/xnnpack/$KEY"
 PREFIX="$ROOT/install"

@@ -117,10 +117,15 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
     return set_error(Error::MemoryAllocationFailed, "value %zu: cannot allocate tensor metadata", i);
   }
   bool seen[kTensorDimensionLimit] = {false};
+  uint64_t numel = 1;
   for (size_t d = 0; d < dim; ++d) {
     int32_t s = t->sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
     uint8_t o = t->dim_order()->Get(static_cast<flatbuffers::uoffset_t>(d));
     if (s < 0) return bad_value(i, "negative tensor size");
+    // Strides are int32 (as in ExecuTorch): a tensor must have fewer than 2^31 elements.
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel) || numel >= (uint64_t(1) << 31)) {
+      return bad_value(i, "tensor has 2^31 or more elements");
+    }
     if (o >= dim || seen[o]) return bad_value(i, "dim_order is not a permutation of the dimensions");
     seen[o] = true;
     sizes[d] = s;

@@ -48,7 +48,9 @@ Error Tensor::resize(Span<const SizesType> new_sizes) {
                        (int)new_sizes[i], i);
     }
     if (new_sizes[i] != sizes_[i]) same = false;
-    n *= static_cast<size_t>(new_sizes[i]);
+    if (__builtin_mul_overflow(n, static_cast<size_t>(new_sizes[i]), &n) || n >= (size_t(1) << 31)) {
+      return set_error(Error::InvalidArgument, "Tensor::resize: shape has 2^31 or more elements");
+    }
   }
   if (same) return Error::Ok;
   if (dynamism_ == TensorShapeDynamism::STATIC) {

@@ -192,6 +192,11 @@ class Method:
         native_inputs = []
         for i, (value, info) in enumerate(zip(inputs, meta.inputs)):
             if info is None:
+                tag = meta.input_tags[i]
+                if not isinstance(value, (bool, int, float, type(None))):
+                    raise ValueError(
+                        f"method '{meta.name}' input {i} expects a {tag}, got {type(value).__name__}"
+                    )
                 native_inputs.append(value)
                 continue
             if not isinstance(value, torch.Tensor):

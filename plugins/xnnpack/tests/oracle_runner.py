@@ -50,10 +50,11 @@ def run_model_with_payload(model_name: str, payload: bytes) -> dict:
         return _run(["model", model_name, path, d], d)
 
 
-def run_payload(payload: bytes, inputs: list, output_shapes: list) -> list:
-    """Outputs of ``payload`` executed by ExecuTorch's XNNPACK delegate on ``inputs``."""
+def run_payloads(cases: list) -> list:
+    """For each ``(payload, inputs, output_shapes)``: the outputs of ``payload`` executed by ExecuTorch's
+    XNNPACK delegate on ``inputs`` (one oracle process for all cases)."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "io.pt")
-        torch.save({"payload": payload, "inputs": list(inputs), "output_shapes": [list(s) for s in output_shapes]},
-                   path)
-        return _run(["stub", path, d], d)["outputs"]
+        torch.save([{"payload": p, "inputs": list(i), "output_shapes": [list(s) for s in shapes]}
+                    for p, i, shapes in cases], path)
+        return [r["outputs"] for r in _run(["stub", path, d], d)]

@@ -2,6 +2,7 @@
 // average, adaptive average). Inputs are NCHW (or NCL) in logical index order; any dim order works
 // because elements are addressed through strides. Float32 has a direct fast path.
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 
@@ -13,6 +14,7 @@ namespace {
 constexpr size_t kMaxDim = runtime::kTensorDimensionLimit;
 
 /// Reads an int list param of `n` spatial dims; a single value is repeated; empty gives `dflt`.
+/// Values must lie in [dflt == 0 ? 0 : 1, 2^20] (padding may be 0; kernel, stride, dilation at least 1).
 bool spatial_param(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> list, size_t n, int64_t dflt,
                    const char* what, int64_t* out) {
   if (list.empty()) {
@@ -22,7 +24,14 @@ bool spatial_param(KernelRuntimeContext& ctx, const char* name, Span<const int64
   if (list.size() != 1 && list.size() != n) {
     return fail(ctx, Error::InvalidArgument, "%s: %s has %zu entries, expected 1 or %zu", name, what, list.size(), n);
   }
-  for (size_t i = 0; i < n; ++i) out[i] = list.size() == 1 ? list[0] : list[i];
+  const int64_t lo = dflt == 0 ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = list.size() == 1 ? list[0] : list[i];
+    if (out[i] < lo || out[i] > (int64_t(1) << 20)) {
+      return fail(ctx, Error::InvalidArgument, "%s: %s value %lld is out of range [%lld, 2^20]", name, what,
+                  (long long)out[i], (long long)lo);
+    }
+  }
   return true;
 }
 
@@ -84,7 +93,7 @@ void convolution_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   const int64_t ph = is1d ? 0 : pad[0], pw = pad[is1d ? 0 : 1];
   const int64_t dh = is1d ? 1 : dil[0], dw = dil[is1d ? 0 : 1];
   const int64_t OH = pooled_size(H, KH, ph, sh, dh, false), OW = pooled_size(W, KW, pw, sw, dw, false);
-  if (OH <= 0 || OW <= 0) {
+  if (OH <= 0 || OW <= 0 || OH > INT32_MAX || OW > INT32_MAX) {
     fail(ctx, Error::InvalidArgument, "%s: kernel is larger than the padded input", name);
     return;
   }
@@ -161,6 +170,9 @@ bool pool_setup(KernelRuntimeContext& ctx, const char* name, const Tensor& in, T
   shape->W = in.size(lead + 1);
   shape->OH = pooled_size(shape->H, k[0], p[0], s[0], d[0], ceil_mode);
   shape->OW = pooled_size(shape->W, k[1], p[1], s[1], d[1], ceil_mode);
+  if (shape->OH <= 0 || shape->OW <= 0) {
+    return fail(ctx, Error::InvalidArgument, "%s: pooling window is larger than the padded input", name);
+  }
   shape->batch_planes = 1;
   SizesType os[4];
   for (size_t i = 0; i < lead; ++i) {
@@ -287,6 +299,11 @@ void adaptive_avg_pool2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   }
   const size_t lead = in->dim() - 2;
   const int64_t H = in->size(lead), W = in->size(lead + 1), OH = os_l[0], OW = os_l[1];
+  if (OH <= 0 || OW <= 0 || OH > (int64_t(1) << 20) || OW > (int64_t(1) << 20)) {
+    fail(ctx, Error::InvalidArgument, "%s: output_size [%lld, %lld] is out of range", name, (long long)OH,
+         (long long)OW);
+    return;
+  }
   SizesType os[4];
   int64_t planes = 1;
   for (size_t i = 0; i < lead; ++i) {

@@ -2,6 +2,7 @@
 // cumsum, _softmax, _log_softmax, native_layer_norm, _native_batch_norm_legit_no_training.
 // Accumulation is in double (int64 for integer sums); results are stored in the output dtype.
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include "kernels.h"

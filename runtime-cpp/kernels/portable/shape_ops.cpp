@@ -498,6 +498,10 @@ void arange_impl(KernelRuntimeContext& ctx, const char* name, double start, doub
     }
   }
   double len = std::ceil((end - start) / step);
+  if (!(len < 2147483647.0)) {
+    fail(ctx, Error::InvalidArgument, "%s: range [%g, %g) with step %g has too many elements", name, start, end, step);
+    return;
+  }
   SizesType n = static_cast<SizesType>(len < 0 ? 0 : len);
   if (!resize_out(ctx, name, out, &n, 1)) return;
   for (SizesType i = 0; i < n; ++i) {

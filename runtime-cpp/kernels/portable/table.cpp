@@ -152,8 +152,19 @@ void hardswish_out(KernelRuntimeContext&, Span<EValue*>);
 void hardsigmoid_out(KernelRuntimeContext&, Span<EValue*>);
 void silu_out(KernelRuntimeContext&, Span<EValue*>);
 
+void clone_dim_order_out(KernelRuntimeContext&, Span<EValue*>);
+void detach_copy_out(KernelRuntimeContext&, Span<EValue*>);
+void lift_fresh_copy_out(KernelRuntimeContext&, Span<EValue*>);
+void log_softmax_out(KernelRuntimeContext&, Span<EValue*>);
+void to_copy_out(KernelRuntimeContext&, Span<EValue*>);
+
 namespace {
 const Kernel kKernels[] = {
+    {"dim_order_ops::_clone_dim_order.out", clone_dim_order_out},
+    {"aten::detach_copy.out", detach_copy_out},
+    {"aten::lift_fresh_copy.out", lift_fresh_copy_out},
+    {"aten::_log_softmax.out", log_softmax_out},
+    {"aten::_to_copy.out", to_copy_out},
     {"aten::neg.out", neg_out},
     {"aten::abs.out", abs_out},
     {"aten::exp.out", exp_out},

@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <limits>
+#include <unordered_set>
 #include <vector>
 
 #include "xnn_types.h"
@@ -23,7 +24,8 @@ struct NodeContext {
   xnn_subgraph_t subgraph;
   const ValueTable& values;
   const fb::XNode* node;
-  size_t index;  // position in XNNGraph.xnodes
+  size_t index;                          // position in XNNGraph.xnodes
+  std::unordered_set<uint32_t>* written;  // serialized ids some node already writes
 
   const char* type_name() const { return fb::EnumNameXNodeUnion(node->xnode_union_type()); }
 
@@ -58,6 +60,22 @@ struct NodeContext {
   Error id(uint32_t serialized_id, const char* role, uint32_t* out) const {
     const ValueInfo* info = nullptr;
     ETKIT_CHECK_OK(value(serialized_id, role, &info));
+    *out = info->xnn_id;
+    return Error::Ok;
+  }
+  /// id() of a value the node writes: it must be neither constant nor an external input, nor written
+  /// by another node (XNNPACK does not check this itself and aborts later on such a graph).
+  Error output(uint32_t serialized_id, const char* role, uint32_t* out) const {
+    const ValueInfo* info = nullptr;
+    ETKIT_CHECK_OK(value(serialized_id, role, &info));
+    if (info->is_static || info->is_external_input) {
+      return fail(Error::InvalidProgram, "%s refers to value id %u, which is %s and cannot be written", role,
+                  serialized_id, info->is_static ? "a constant" : "an external input");
+    }
+    if (!written->insert(serialized_id).second) {
+      return fail(Error::InvalidProgram, "%s refers to value id %u, which an earlier node already writes", role,
+                  serialized_id);
+    }
     *out = info->xnn_id;
     return Error::Ok;
   }
@@ -106,7 +124,7 @@ Error define_unary(const NodeContext& ctx, const NodeKind& kind) {
   const auto* n = ctx.table<fb::_XNNNode1x1>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_unary(ctx.subgraph, static_cast<xnn_unary_operator>(kind.op), nullptr, in, out,
                                     n->flags()),
                    "xnn_define_unary");
@@ -116,7 +134,7 @@ Error define_clamp(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNNode1x1>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   xnn_unary_params params;
   params.clamp.min = ctx.output_min();
   params.clamp.max = ctx.output_max();
@@ -128,7 +146,7 @@ Error define_leaky_relu(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::XNNLeakyReLU>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   xnn_unary_params params;
   params.leaky_relu.negative_slope = n->negative_slope();
   return ctx.check(xnn_define_unary(ctx.subgraph, xnn_unary_leaky_relu, &params, in, out, n->flags()),
@@ -139,7 +157,7 @@ Error define_elu(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::XNNELU>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   xnn_unary_params params;
   params.elu.alpha = n->alpha();
   return ctx.check(xnn_define_unary(ctx.subgraph, xnn_unary_elu, &params, in, out, n->flags()),
@@ -151,7 +169,7 @@ Error define_binary_impl(const NodeContext& ctx, const NodeKind& kind, bool clam
   uint32_t a, b, out;
   ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input1", &a));
   ETKIT_CHECK_OK(ctx.id(n->input2_id(), "input2", &b));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   xnn_binary_params params;
   params.output_min = ctx.output_min();
   params.output_max = ctx.output_max();
@@ -168,7 +186,7 @@ Error define_softmax(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNNode1x1>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_softmax(ctx.subgraph, in, out, n->flags()), "xnn_define_softmax");
 }
 
@@ -176,7 +194,7 @@ Error define_copy(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNNode1x1>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_copy(ctx.subgraph, in, out, n->flags()), "xnn_define_copy");
 }
 
@@ -188,7 +206,7 @@ Error define_fully_connected(const NodeContext& ctx, const NodeKind&) {
   ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input", &in));
   ETKIT_CHECK_OK(ctx.id(n->filter_id(), "filter", &filter));
   ETKIT_CHECK_OK(ctx.optional_id(n->bias_id(), "bias", &bias));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_fully_connected(ctx.subgraph, ctx.output_min(), ctx.output_max(), in, filter, bias,
                                               out, n->flags()),
                    "xnn_define_fully_connected");
@@ -199,7 +217,7 @@ Error define_batch_matrix_multiply(const NodeContext& ctx, const NodeKind&) {
   uint32_t a, b, out;
   ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input1", &a));
   ETKIT_CHECK_OK(ctx.id(n->input2_id(), "input2", &b));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_batch_matrix_multiply(ctx.subgraph, a, b, out, n->flags()),
                    "xnn_define_batch_matrix_multiply");
 }
@@ -212,7 +230,7 @@ Error define_scaled_dot_product_attention(const NodeContext& ctx, const NodeKind
   ETKIT_CHECK_OK(ctx.id(n->value_id(), "value", &v));
   ETKIT_CHECK_OK(ctx.id(n->scale_id(), "scale", &scale));
   ETKIT_CHECK_OK(ctx.id(n->mask_id(), "mask", &mask));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_scaled_dot_product_attention(ctx.subgraph, xnn_attention_logits_cap_type_none,
                                                            nullptr, q, k, v, scale, mask, out, n->flags()),
                    "xnn_define_scaled_dot_product_attention");
@@ -228,7 +246,7 @@ Error conv_ids(const NodeContext& ctx, const fb::_XNNNodeConv* n, ConvIds* ids) 
   ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input", &ids->input));
   ETKIT_CHECK_OK(ctx.id(n->filter_id(), "filter", &ids->filter));
   ETKIT_CHECK_OK(ctx.optional_id(n->bias_id(), "bias", &ids->bias));
-  return ctx.id(n->output_id(), "output", &ids->output);
+  return ctx.output(n->output_id(), "output", &ids->output);
 }
 
 Error define_conv2d(const NodeContext& ctx, const NodeKind&) {
@@ -284,7 +302,7 @@ Error define_avg_pooling2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNPooling2D>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_average_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(),
                                                  n->padding_bottom(), n->padding_left(), n->pooling_height(),
                                                  n->pooling_width(), n->stride_height(), n->stride_width(),
@@ -296,7 +314,7 @@ Error define_max_pooling2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNPooling2D>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_max_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(),
                                              n->padding_left(), n->pooling_height(), n->pooling_width(),
                                              n->stride_height(), n->stride_width(), n->dilation_height(),
@@ -309,8 +327,8 @@ Error define_argmax_pooling2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::XNNArgMaxPooling2d>();
   uint32_t in, values_out, index_out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_value_id(), "output_value", &values_out));
-  ETKIT_CHECK_OK(ctx.id(n->output_index_id(), "output_index", &index_out));
+  ETKIT_CHECK_OK(ctx.output(n->output_value_id(), "output_value", &values_out));
+  ETKIT_CHECK_OK(ctx.output(n->output_index_id(), "output_index", &index_out));
   return ctx.check(xnn_define_argmax_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(),
                                                 n->padding_bottom(), n->padding_left(), n->pooling_height(),
                                                 n->pooling_width(), in, values_out, index_out, n->flags()),
@@ -328,7 +346,7 @@ Error define_global_avg_pooling2d(const NodeContext& ctx, const NodeKind&) {
   const ValueInfo* input = nullptr;
   uint32_t out;
   ETKIT_CHECK_OK(ctx.value(n->input_id(), "input", &input));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   if (input->rank < 3) {
     return ctx.fail(Error::InvalidProgram, "input has rank %u, need at least 3 (N..., H, W, C)", input->rank);
   }
@@ -350,7 +368,7 @@ Error define_static_transpose(const NodeContext& ctx, const NodeKind&) {
   }
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_static_transpose(ctx.subgraph, perm.size(), perm.data(), in, out, n->flags()),
                    "xnn_define_static_transpose");
 }
@@ -364,7 +382,7 @@ Error define_static_reshape(const NodeContext& ctx, const NodeKind&) {
   }
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_static_reshape(ctx.subgraph, shape.size(), shape.data(), in, out, n->flags()),
                    "xnn_define_static_reshape");
 }
@@ -379,7 +397,7 @@ Error define_static_slice(const NodeContext& ctx, const NodeKind&) {
   }
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_static_slice(ctx.subgraph, offsets.size(), offsets.data(), sizes.data(), in, out,
                                            n->flags()),
                    "xnn_define_static_slice");
@@ -390,7 +408,7 @@ Error define_static_constant_pad(const NodeContext& ctx, const NodeKind&) {
   const ValueInfo* input = nullptr;
   uint32_t out;
   ETKIT_CHECK_OK(ctx.value(n->input_id(), "input", &input));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   std::vector<size_t> pre = to_sizes(n->pre_paddings());
   std::vector<size_t> post = to_sizes(n->post_paddings());
   // XNNPACK reads one padding per input dimension.
@@ -408,7 +426,7 @@ Error define_static_resize_bilinear2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::XNNStaticResizeBilinear2D>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_static_resize_bilinear_2d(ctx.subgraph, n->new_height(), n->new_width(), in, out,
                                                         n->flags()),
                    "xnn_define_static_resize_bilinear_2d");
@@ -422,7 +440,7 @@ Error define_concatenate(const NodeContext& ctx, const NodeKind& kind) {
   uint32_t in[5] = {};
   for (int i = 0; i < kind.op; ++i) ETKIT_CHECK_OK(ctx.id(serialized[i], roles[i], &in[i]));
   uint32_t out;
-  ETKIT_CHECK_OK(ctx.id(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   const auto axis = static_cast<int32_t>(n->axis());
   switch (kind.op) {
     case 2:
@@ -511,9 +529,10 @@ const NodeKind* find_kind(U type) {
 
 Error define_nodes(xnn_subgraph_t subgraph, const fb::XNNGraph* graph, const ValueTable& values) {
   const auto* xnodes = graph->xnodes();
+  std::unordered_set<uint32_t> written;
   for (uint32_t i = 0; i < xnodes->size(); ++i) {
     const fb::XNode* node = xnodes->Get(i);
-    NodeContext ctx{subgraph, values, node, i};
+    NodeContext ctx{subgraph, values, node, i, &written};
     const NodeKind* kind = find_kind(node->xnode_union_type());
     if (kind == nullptr || node->xnode_union() == nullptr) {
       return ctx.fail(Error::NotImplemented,

@@ -50,6 +50,21 @@ struct ValueContext {
   }
 };
 
+/// `key` for a message: at most 96 characters, bytes outside printable ASCII shown as '?' (a corrupt
+/// payload must not put invalid UTF-8 into an error message).
+struct PrintableKey {
+  char text[100];
+  explicit PrintableKey(const flatbuffers::String* key) {
+    size_t n = 0;
+    for (; key != nullptr && n < key->size() && n < 96; ++n) {
+      const unsigned char c = static_cast<unsigned char>(key->c_str()[n]);
+      text[n] = (c >= 32 && c < 127) ? static_cast<char>(c) : '?';
+    }
+    if (key != nullptr && key->size() > 96) text[n++] = '.', text[n++] = '.', text[n++] = '.';
+    text[n] = 0;
+  }
+};
+
 /// Bytes of constant `buffer_idx` (1-based index into XNNGraph.constant_data), at least `min_bytes`
 /// long. Named constants are fetched from the NamedDataMap and kept alive in the state.
 Result<const uint8_t*> constant_bytes(ValueContext& ctx, uint32_t buffer_idx, size_t min_bytes,
@@ -62,20 +77,21 @@ Result<const uint8_t*> constant_bytes(ValueContext& ctx, uint32_t buffer_idx, si
   const fb::ConstantDataOffset* entry = table->Get(buffer_idx);
   const flatbuffers::String* key = entry->named_key();
   if (key != nullptr && key->size() > 0) {
+    const PrintableKey shown(key);
     if (ctx.named_data_map == nullptr) {
       return ctx.fail(Error::NotFound,
                       "%s is stored as named data '%s' but the program has no named data; load the "
                       "program together with its .ptd/named data",
-                      what, key->c_str());
+                      what, shown.text);
     }
     Result<FreeableBuffer> buffer = ctx.named_data_map->get_data(key->c_str());
     if (!buffer.ok()) {
-      return ctx.fail(buffer.error(), "%s: named data '%s' could not be loaded (%s)", what, key->c_str(),
+      return ctx.fail(buffer.error(), "%s: named data '%s' could not be loaded (%s)", what, shown.text,
                       etkit::runtime::error_name(buffer.error()));
     }
     if (buffer->size() < min_bytes) {
       return ctx.fail(Error::InvalidProgram, "%s: named data '%s' holds %zu bytes, need %zu", what,
-                      key->c_str(), buffer->size(), min_bytes);
+                      shown.text, buffer->size(), min_bytes);
     }
     const auto* data = static_cast<const uint8_t*>(buffer->data());
     ctx.state.named_data.push_back(std::move(buffer.get()));
@@ -331,7 +347,8 @@ Error define_one_value(ValueContext& ctx, const fb::XValue* value, ValueTable& v
                              "xnn_define_tensor_value"));
   }
   ETKIT_CHECK_OK(record_external(ctx, desc));
-  values[ctx.id_out] = ValueInfo{id, static_cast<uint32_t>(desc.dims.size()), desc.datatype};
+  values[ctx.id_out] = ValueInfo{id, static_cast<uint32_t>(desc.dims.size()), desc.datatype, desc.data != nullptr,
+                                 (tensor->flags() & XNN_VALUE_FLAG_EXTERNAL_INPUT) != 0};
   return Error::Ok;
 }
 

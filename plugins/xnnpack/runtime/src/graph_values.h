@@ -18,6 +18,8 @@ struct ValueInfo {
   uint32_t xnn_id = XNN_INVALID_VALUE_ID;  // id XNNPACK returned (equals the external id for externals)
   uint32_t rank = 0;
   xnn_datatype datatype = xnn_datatype_invalid;
+  bool is_static = false;          // has constant data
+  bool is_external_input = false;  // bound by the caller as an input
 };
 
 /// Serialized value id (XNNTensorValue.id_out) -> defined value.

@@ -3,6 +3,7 @@
 // Prints one line per test and closes with "N passed, M failed"; exits non-zero on any failure.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -315,6 +316,13 @@ void test_corrupt_payloads_fail_cleanly() {
     for (uint8_t pattern : {uint8_t(0xFF), uint8_t(0x01)}) {
       bad = good;
       bad[i] ^= pattern;
+      if (std::getenv("ETKIT_XNNPACK_TEST_TRACE")) {
+        std::fprintf(stderr, "flip byte %zu ^ 0x%02x\n", i, pattern);
+        if (FILE* f = std::fopen("/tmp/etkit_xnnpack_flip.bin", "wb")) {
+          std::fwrite(bad.data(), 1, bad.size(), f);
+          std::fclose(f);
+        }
+      }
       auto r = init_payload(bad);
       if (!r.ok()) {
         ++rejected;
@@ -334,6 +342,7 @@ void test_corrupt_payloads_fail_cleanly() {
 }  // namespace
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // keep every line if a test crashes
   const std::pair<const char*, void (*)()> tests[] = {
       {"registration_is_idempotent", test_registration_is_idempotent},
       {"linear_relu_matches_reference_and_follows_shape_changes",

@@ -9,11 +9,11 @@ Runs in the oracle environment only (PYTHONPATH=$(scripts/et_oracle.sh | tail -n
         OUTDIR/result.pt = {"inputs", "eager", "outputs", "et_payload", "et_named_data"}.
 
     python et_run_payload.py stub IO_PT OUTDIR
-        IO_PT = torch.save({"payload": bytes, "inputs": [Tensor], "output_shapes": [[int]]}).
-        Build a stub module with the same inputs and output shapes that ExecuTorch delegates as one
-        XNNPACK partition (relu of the concatenated, flattened inputs, sliced/padded and reshaped to
-        each output shape), swap in the payload, run. This executes ANY etkit partition's payload in
-        ExecuTorch's runtime. OUTDIR/result.pt = {"outputs": [Tensor], "et_payload": bytes}.
+        IO_PT = torch.save([{"payload": bytes, "inputs": [Tensor], "output_shapes": [[int]]}, ...]).
+        For each entry, build a stub module with the same inputs and output shapes that ExecuTorch
+        delegates as one XNNPACK partition (relu of the concatenated, flattened inputs, sliced/padded and
+        reshaped to each output shape), swap in the payload, run. This executes ANY etkit partition's
+        payload in ExecuTorch's runtime. OUTDIR/result.pt = [{"outputs": [Tensor], "et_payload": bytes}].
 """
 from __future__ import annotations
 
@@ -95,12 +95,13 @@ def run_model(model_name: str, payload_path: str, outdir: str) -> None:
 
 
 def run_stub(io_path: str, outdir: str) -> None:
-    io = torch.load(io_path, weights_only=False)
-    stub = Stub(io["output_shapes"]).eval()
-    pte, (et_payload, _) = _lower_with_payload(stub, io["inputs"], io["payload"])
-    outputs = _run(pte, io["inputs"])
+    results = []
+    for io in torch.load(io_path, weights_only=False):
+        stub = Stub(io["output_shapes"]).eval()
+        pte, (et_payload, _) = _lower_with_payload(stub, io["inputs"], io["payload"])
+        results.append({"outputs": _run(pte, io["inputs"]), "et_payload": et_payload})
     os.makedirs(outdir, exist_ok=True)
-    torch.save({"outputs": outputs, "et_payload": et_payload}, os.path.join(outdir, "result.pt"))
+    torch.save(results, os.path.join(outdir, "result.pt"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,104 @@
+"""Small programs built directly with the generated flatbuffers classes (etkit.fb, object API),
+for runtime tests that need a specific structure (e.g. a delegate call to a given backend id)."""
+from __future__ import annotations
+
+import flatbuffers
+
+from etkit.fb.AllocationDetails import AllocationDetailsT
+from etkit.fb.BackendDelegate import BackendDelegateT
+from etkit.fb.BackendDelegateDataReference import BackendDelegateDataReferenceT
+from etkit.fb.BackendDelegateInlineData import BackendDelegateInlineDataT
+from etkit.fb.Buffer import BufferT
+from etkit.fb.Chain import ChainT
+from etkit.fb.DataLocation import DataLocation
+from etkit.fb.DelegateCall import DelegateCallT
+from etkit.fb.EValue import EValueT
+from etkit.fb.ExecutionPlan import ExecutionPlanT
+from etkit.fb.Instruction import InstructionT
+from etkit.fb.InstructionArguments import InstructionArguments
+from etkit.fb.Int import IntT
+from etkit.fb.KernelCall import KernelCallT
+from etkit.fb.KernelTypes import KernelTypes
+from etkit.fb.Operator import OperatorT
+from etkit.fb.Program import ProgramT
+from etkit.fb.ScalarType import ScalarType
+from etkit.fb.Tensor import TensorT
+
+
+def _tensor(sizes, offset):
+    t = TensorT()
+    t.scalarType = ScalarType.FLOAT
+    t.sizes = list(sizes)
+    t.dimOrder = list(range(len(sizes)))
+    t.allocationInfo = AllocationDetailsT()
+    t.allocationInfo.memoryId = 1
+    t.allocationInfo.memoryOffsetLow = offset
+    t.allocationInfo.memoryOffsetHigh = 0
+    v = EValueT()
+    v.valType = KernelTypes.Tensor
+    v.val = t
+    return v
+
+
+def add_program(delegate_backend: str | None = None) -> bytes:
+    """forward(a[2,3], b[2,3]) -> a + b with aten::add.out; with `delegate_backend`, the result then
+    goes through a DelegateCall to that backend id (inline payload b"payload")."""
+    alpha = EValueT()
+    alpha.valType = KernelTypes.Int
+    alpha.val = IntT()
+    alpha.val.intVal = 1
+    values = [_tensor([2, 3], 0), _tensor([2, 3], 32), alpha, _tensor([2, 3], 64)]
+
+    kc = KernelCallT()
+    kc.opIndex = 0
+    kc.args = [0, 1, 2, 3, 3]
+    ins = InstructionT()
+    ins.instrArgsType = InstructionArguments.KernelCall
+    ins.instrArgs = kc
+    instructions = [ins]
+    plan = ExecutionPlanT()
+    plan.delegates = []
+    program = ProgramT()
+    program.backendDelegateData = []
+    if delegate_backend is not None:
+        dc = DelegateCallT()
+        dc.delegateIndex = 0
+        dc.args = [3, 3]
+        di = InstructionT()
+        di.instrArgsType = InstructionArguments.DelegateCall
+        di.instrArgs = dc
+        instructions.append(di)
+        ref = BackendDelegateDataReferenceT()
+        ref.location = DataLocation.INLINE
+        ref.index = 0
+        d = BackendDelegateT()
+        d.id = delegate_backend
+        d.processed = ref
+        d.compileSpecs = []
+        plan.delegates.append(d)
+        data = BackendDelegateInlineDataT()
+        data.data = list(b"payload")
+        program.backendDelegateData.append(data)
+
+    chain = ChainT()
+    chain.inputs = [0, 1]
+    chain.outputs = [3]
+    chain.instructions = instructions
+    op = OperatorT()
+    op.name = "aten::add"
+    op.overload = "out"
+    plan.name = "forward"
+    plan.values = values
+    plan.inputs = [0, 1]
+    plan.outputs = [3]
+    plan.chains = [chain]
+    plan.operators = [op]
+    plan.nonConstBufferSizes = [0, 96]
+    program.version = 0
+    program.executionPlan = [plan]
+    empty = BufferT()
+    empty.storage = []
+    program.constantBuffer = [empty]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(program.Pack(builder), file_identifier=b"ET12")
+    return bytes(builder.Output())
