@@ -56,7 +56,8 @@ debian_mirror() {
   if [[ -n "${ETKIT_DEBIAN_MIRROR:-}" ]]; then echo "$ETKIT_DEBIAN_MIRROR"; return; fi
   local uri
   uri="$( { cat /etc/apt/sources.list 2>/dev/null; cat /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null; } \
-        | grep -oE '(https?)://[^ ]*/debian/?( |$)' | grep -v security | head -n1 | tr -d ' ' || true)"
+        | grep -vE '^[[:space:]]*#' | grep -oE '(https?)://[^ ]*/debian/?( |$)' | grep -v security \
+        | head -n1 | tr -d ' ' || true)"
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
@@ -182,6 +183,9 @@ fi
 mkdir -p "$DOWNLOADS"
 
 # ---------------------------------------------------------------- fetch
+# One fetch at a time per cache (the private apt lists are shared by every run using this cache).
+exec 8>"$CACHE/.fetch.lock"
+flock 8
 xnnpack_tar="$(fetch_any xnnpack "${XNNPACK_SOURCES[@]}")" \
   || die "could not download $(tarball_names "${XNNPACK_SOURCES[@]}") from Debian trixie/sid ($(debian_mirror)); check the network, or put the file in $DOWNLOADS"
 fxdiv_tar="$(fetch_any fxdiv "${FXDIV_SOURCES[@]}")" \
@@ -315,6 +319,7 @@ CEOF
   LD_LIBRARY_PATH="$PREFIX/lib" "$dir/smoke" >&2 || die "smoke test failed (exit $?) against $PREFIX"
 }
 
+flock -u 8
 exec 9>"$LOCK"
 log "waiting for $LOCK"
 flock 9

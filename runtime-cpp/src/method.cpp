@@ -79,7 +79,10 @@ class MethodState {
     for (uint8_t* b : planned_buffers) std::free(b);
   }
 
+  FreeableBuffer mutable_segment;          // Program.mutable_data_segments[0], loaded on first use
+
   Error parse_values();
+  Error copy_initial_state(size_t value_index, uint32_t buffer_index, void* dst, size_t nbytes);
   Error parse_tensor(size_t index, const fb::Tensor* t);
   Error check_values();
   Error resolve_operators();
@@ -154,6 +157,10 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
     }
     data = planned_buffers[mem_id] + offset;
     planned = true;
+    if (t->data_buffer_idx() > 0) {
+      // A mutable buffer with an initial state (e.g. a cache): copy it from the mutable data segment.
+      ETKIT_CHECK_OK(copy_initial_state(i, t->data_buffer_idx(), data, nbytes));
+    }
   } else if (t->data_buffer_idx() > 0) {
     auto c = program->constant_data(t->data_buffer_idx(), nbytes);
     if (!c.ok()) return c.error();
@@ -170,6 +177,31 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
   tensor->set_data(data);
   values[i] = EValue(tensor);
   tensor_is_planned[i] = planned;
+  return Error::Ok;
+}
+
+Error MethodState::copy_initial_state(size_t value_index, uint32_t buffer_index, void* dst, size_t nbytes) {
+  const auto* segs = program->program->mutable_data_segments();
+  if (segs == nullptr || segs->size() == 0) {
+    return Error::Ok;  // older programs keep no initial state: the buffer starts as planned memory
+  }
+  const fb::SubsegmentOffsets* seg = segs->Get(0);
+  if (seg == nullptr || seg->offsets() == nullptr || buffer_index >= seg->offsets()->size()) {
+    return set_error(Error::InvalidProgram, "value %zu: mutable data index %u out of range", value_index,
+                     buffer_index);
+  }
+  if (mutable_segment.data() == nullptr) {
+    auto loaded = program->load_segment(seg->segment_index());
+    if (!loaded.ok()) return loaded.error();
+    mutable_segment = std::move(loaded.get());
+  }
+  uint64_t offset = seg->offsets()->Get(buffer_index);
+  if (offset > mutable_segment.size() || nbytes > mutable_segment.size() - offset) {
+    return set_error(Error::InvalidProgram,
+                     "value %zu: initial state of %zu bytes at offset %llu overflows the %zu-byte mutable segment",
+                     value_index, nbytes, (unsigned long long)offset, mutable_segment.size());
+  }
+  if (nbytes > 0) std::memcpy(dst, static_cast<const uint8_t*>(mutable_segment.data()) + offset, nbytes);
   return Error::Ok;
 }
 

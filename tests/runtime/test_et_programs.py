@@ -36,6 +36,15 @@ def test_executorch_program_matches_eager(et_programs, name):
         _check(method.execute(ref["inputs"]), ref["outputs"], tol)
 
 
+def test_mutable_buffer_starts_from_its_initial_state_and_persists(et_programs):
+    """A buffer mutated in forward starts from the value it had at export (the program's mutable data
+    segment) and keeps its updates across calls of the same Method."""
+    ref = torch.load(et_programs / "stateful.pt")
+    method = Runtime.get().load_program(et_programs / "stateful.pte").load_method("forward")
+    _check(method.execute(ref["inputs"]), ref["outputs"], 1e-6)
+    _check(method.execute(ref["inputs"]), ref["second_outputs"], 1e-6)
+
+
 def test_method_metadata_describes_inputs_and_outputs(et_programs):
     method = Runtime.get().load_program(et_programs / "shape_ops.pte").load_method("forward")
     meta = method.metadata

@@ -1047,3 +1047,55 @@ void sym_numel(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 }  // namespace etkit::portable
+
+namespace etkit::portable {
+namespace {
+/// dst[...] = src broadcast to dst's shape, converting dtype.
+void broadcast_copy(KernelRuntimeContext& ctx, const char* name, const Tensor& src, Tensor& dst) {
+  SizesType s[kMaxDim];
+  size_t d;
+  if (!broadcast_shape(ctx, name, dst, src, s, &d)) return;
+  if (d != dst.dim() || !same_shape(dst, Tensor(ScalarType::Bool, d, s, nullptr, nullptr, nullptr))) {
+    fail(ctx, Error::InvalidArgument, "%s: src cannot be broadcast to the shape of self", name);
+    return;
+  }
+  const Tensor* ins[1] = {&src};
+  const bool same = src.scalar_type() == dst.scalar_type();
+  const bool as_int = !is_floating(src.scalar_type()) && !is_floating(dst.scalar_type());
+  const size_t es = dst.element_size();
+  for_each_broadcast(dst, ins, [&](size_t o, const size_t* in) {
+    if (same) {
+      std::memcpy(static_cast<uint8_t*>(dst.mutable_data_ptr()) + o * es,
+                  static_cast<const uint8_t*>(src.const_data_ptr()) + in[0] * es, es);
+    } else if (as_int) {
+      store_int(dst.mutable_data_ptr(), dst.scalar_type(), o, load_int(src.const_data_ptr(), src.scalar_type(), in[0]));
+    } else {
+      store_double(dst.mutable_data_ptr(), dst.scalar_type(), o,
+                   load_double(src.const_data_ptr(), src.scalar_type(), in[0]));
+    }
+  });
+}
+}  // namespace
+
+// copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!): writes src into self
+// (how ExecuTorch programs update mutable buffers in place).
+void copy_inplace(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::copy_";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* src = self ? tensor_arg(ctx, name, args, 1, "src") : nullptr;
+  if (src) broadcast_copy(ctx, name, *src, *self);
+}
+
+// copy.out(Tensor self, Tensor src, bool non_blocking=False, *, Tensor(a!) out)
+void copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::copy.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* src = self ? tensor_arg(ctx, name, args, 1, "src") : nullptr;
+  Tensor* out = src ? tensor_arg(ctx, name, args, 3, "out") : nullptr;
+  if (!out || !resize_out(ctx, name, *out, self->sizes().data(), self->dim())) return;
+  broadcast_copy(ctx, name, *src, *out);
+}
+
+}  // namespace etkit::portable

@@ -158,8 +158,13 @@ void lift_fresh_copy_out(KernelRuntimeContext&, Span<EValue*>);
 void log_softmax_out(KernelRuntimeContext&, Span<EValue*>);
 void to_copy_out(KernelRuntimeContext&, Span<EValue*>);
 
+void copy_inplace(KernelRuntimeContext&, Span<EValue*>);
+void copy_out(KernelRuntimeContext&, Span<EValue*>);
+
 namespace {
 const Kernel kKernels[] = {
+    {"aten::copy_", copy_inplace},
+    {"aten::copy.out", copy_out},
     {"dim_order_ops::_clone_dim_order.out", clone_dim_order_out},
     {"aten::detach_copy.out", detach_copy_out},
     {"aten::lift_fresh_copy.out", lift_fresh_copy_out},

@@ -8,6 +8,7 @@ OUTDIR/NAME.pt = torch.save({"inputs": [...], "outputs": [...]}) from torch eage
 the portable kernels etkit's runtime must run: elementwise math with broadcasting and scalars,
 matmuls, reductions, normalisations, convolution and pooling, view/copy ops, integer inputs.
 """
+import copy
 import sys
 from pathlib import Path
 
@@ -92,6 +93,18 @@ class ShapeOps(torch.nn.Module):
         return p, t, s, sel, c, e, isel, emb + x, bm, mm, sq
 
 
+class Stateful(torch.nn.Module):
+    """A mutable buffer with a non-zero initial state: each call adds x to it and returns it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.full((2, 3), 5.0))
+
+    def forward(self, x):
+        self.acc.add_(x)
+        return self.acc * 1.0
+
+
 SAMPLES = {
     "add": (Add(), lambda: (torch.randn(2, 3), torch.randn(2, 3))),
     "mlp": (MLP(), lambda: (torch.randn(2, 8),)),
@@ -99,6 +112,7 @@ SAMPLES = {
     "reductions": (Reductions(), lambda: (torch.randn(4, 6),)),
     "convnet": (ConvNet(), lambda: (torch.randn(1, 3, 8, 8),)),
     "shape_ops": (ShapeOps(), lambda: (torch.randn(2, 3, 4), torch.randint(0, 10, (2, 3)))),
+    "stateful": (Stateful(), lambda: (torch.randn(2, 3),)),
 }
 
 
@@ -115,14 +129,28 @@ def main() -> int:
             model.bn.running_mean.uniform_(-0.5, 0.5)
             model.bn.running_var.uniform_(0.5, 2.0)
         inputs = make_inputs()
+        ep = torch.export.export(model, inputs)
+        eager = copy.deepcopy(model)  # the exported program shares buffers with `model`: keep them initial
         with torch.no_grad():
-            outputs = model(*inputs)
+            outputs = eager(*inputs)
         if isinstance(outputs, torch.Tensor):
             outputs = (outputs,)
-        ep = torch.export.export(model, inputs)
-        prog = to_edge(ep).to_executorch()
+        extra = {}
+        if isinstance(model, Stateful):  # second call sees the updated state
+            with torch.no_grad():
+                extra["second_outputs"] = [eager(*inputs).clone()]
+        if isinstance(model, Stateful):
+            # Ask ExecuTorch to store the buffer's initial state (mutable data segment); by default
+            # a mutable buffer starts uninitialised.
+            from executorch.exir import ExecutorchBackendConfig
+            from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+            config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(["acc"])])
+            prog = to_edge(ep).to_executorch(config)
+        else:
+            prog = to_edge(ep).to_executorch()
         (out / f"{name}.pte").write_bytes(prog.buffer)
-        torch.save({"inputs": list(inputs), "outputs": [o.clone() for o in outputs]}, out / f"{name}.pt")
+        torch.save({"inputs": list(inputs), "outputs": [o.clone() for o in outputs], **extra}, out / f"{name}.pt")
         print(f"wrote {name}")
     return 0
 

@@ -49,9 +49,11 @@ Error bound_tensor(const ExternalBinding& binding, Span<EValue*> args, Tensor** 
                      "XnnpackBackend: argument %u (%s) has dtype %s but the XNNPACK graph expects %s", index, role,
                      etkit::runtime::scalar_type_name(t.scalar_type()), xnn_datatype_name(binding.datatype));
   }
-  if (t.dim() != binding.rank || t.dim() > XNN_MAX_TENSOR_DIMS) {
-    return set_error(Error::InvalidArgument, "XnnpackBackend: argument %u (%s) has rank %zu, the graph expects %u",
-                     index, role, t.dim(), binding.rank);
+  // The rank may differ from the payload's: ExecuTorch passes a lifted scalar constant as a rank-0
+  // tensor for a value the graph declares as [1]. XNNPACK checks shape compatibility on reshape.
+  if (t.dim() > XNN_MAX_TENSOR_DIMS) {
+    return set_error(Error::InvalidArgument, "XnnpackBackend: argument %u (%s) has rank %zu; XNNPACK allows at most %d",
+                     index, role, t.dim(), XNN_MAX_TENSOR_DIMS);
   }
   if (!t.is_contiguous_dim_order() && !is_channels_last(t)) {
     return set_error(Error::InvalidArgument,

