@@ -41,22 +41,25 @@ def _runner_from_build() -> Path | None:
 
 @pytest.fixture(scope="session")
 def etkit_runner() -> Path:
-    """The etkit_runner binary: $ETKIT_RUNNER, else build/native/runner/etkit_runner, else built now
-    (portable kernels only) with `cmake -S runtime-cpp -B build/native -DETKIT_BUILD_RUNNER=ON`."""
+    """The etkit_runner binary: $ETKIT_RUNNER, else build/native/runner/etkit_runner (what `make native`
+    builds), else built now (portable kernels only) in build/native-pytest with
+    `cmake -S runtime-cpp -B build/native-pytest -DETKIT_BUILD_RUNNER=ON`."""
     found = _runner_from_build()
     if found is not None:
         return found
-    if shutil.which("cmake") is None:
+    cmake = shutil.which("cmake", path=str(Path(sys.executable).parent)) or shutil.which("cmake")
+    if cmake is None:
         pytest.skip("cmake not found; cannot build etkit_runner")
-    build = REPO_ROOT / "build" / "native"
+    build = REPO_ROOT / "build" / "native-pytest"
     lock = ["flock", "/tmp/etkit-build.lock"] if shutil.which("flock") else []
+    generator = ["-G", "Ninja"] if shutil.which("ninja", path=str(Path(sys.executable).parent)) else []
     cfg = subprocess.run(
-        [*lock, "cmake", "-S", str(REPO_ROOT / "runtime-cpp"), "-B", str(build), "-DETKIT_BUILD_RUNNER=ON",
-         f"-DPython_EXECUTABLE={sys.executable}"],
+        [*lock, cmake, "-S", str(REPO_ROOT / "runtime-cpp"), "-B", str(build), *generator,
+         "-DETKIT_BUILD_RUNNER=ON", f"-DPython_EXECUTABLE={sys.executable}"],
         capture_output=True, text=True,
     )
     assert cfg.returncode == 0, cfg.stdout + cfg.stderr
-    bld = subprocess.run([*lock, "cmake", "--build", str(build), "--target", "etkit_runner", "-j2"],
+    bld = subprocess.run([*lock, cmake, "--build", str(build), "--target", "etkit_runner", "-j2"],
                          capture_output=True, text=True)
     assert bld.returncode == 0, bld.stdout[-4000:] + bld.stderr[-4000:]
     return build / "runner" / "etkit_runner"

@@ -25,9 +25,9 @@ from etkit.fb.ScalarType import ScalarType
 from etkit.fb.Tensor import TensorT
 
 
-def _tensor(sizes, offset):
+def _tensor(sizes, offset, scalar_type=ScalarType.FLOAT):
     t = TensorT()
-    t.scalarType = ScalarType.FLOAT
+    t.scalarType = scalar_type
     t.sizes = list(sizes)
     t.dimOrder = list(range(len(sizes)))
     t.allocationInfo = AllocationDetailsT()
@@ -40,14 +40,16 @@ def _tensor(sizes, offset):
     return v
 
 
-def add_program(delegate_backend: str | None = None) -> bytes:
-    """forward(a[2,3], b[2,3]) -> a + b with aten::add.out; with `delegate_backend`, the result then
-    goes through a DelegateCall to that backend id (inline payload b"payload")."""
+def add_program(delegate_backend: str | None = None, scalar_type: int = ScalarType.FLOAT) -> bytes:
+    """forward(a[2,3], b[2,3]) -> a + b with aten::add.out, all tensors of `scalar_type` (schema
+    numbering); with `delegate_backend`, the result then goes through a DelegateCall to that backend
+    id (inline payload b"payload")."""
     alpha = EValueT()
     alpha.valType = KernelTypes.Int
     alpha.val = IntT()
     alpha.val.intVal = 1
-    values = [_tensor([2, 3], 0), _tensor([2, 3], 32), alpha, _tensor([2, 3], 64)]
+    values = [_tensor([2, 3], 0, scalar_type), _tensor([2, 3], 64, scalar_type), alpha,
+              _tensor([2, 3], 128, scalar_type)]
 
     kc = KernelCallT()
     kc.opIndex = 0
@@ -93,7 +95,7 @@ def add_program(delegate_backend: str | None = None) -> bytes:
     plan.outputs = [3]
     plan.chains = [chain]
     plan.operators = [op]
-    plan.nonConstBufferSizes = [0, 96]
+    plan.nonConstBufferSizes = [0, 192]
     program.version = 0
     program.executionPlan = [plan]
     empty = BufferT()

@@ -12,7 +12,7 @@ import torch
 
 from etkit.runtime import Runtime
 
-SAMPLES = ["add", "mlp", "elementwise", "reductions", "convnet", "shape_ops"]
+SAMPLES = ["add", "mlp", "elementwise", "reductions", "convnet", "shape_ops", "dynamic", "vision"]
 
 
 def _check(outputs, expected, tol):
@@ -43,6 +43,16 @@ def test_mutable_buffer_starts_from_its_initial_state_and_persists(et_programs):
     method = Runtime.get().load_program(et_programs / "stateful.pte").load_method("forward")
     _check(method.execute(ref["inputs"]), ref["outputs"], 1e-6)
     _check(method.execute(ref["inputs"]), ref["second_outputs"], 1e-6)
+
+
+def test_dynamic_batch_runs_at_smaller_sizes_within_the_bound(et_programs):
+    ref = torch.load(et_programs / "dynamic.pt")
+    method = Runtime.get().load_program(et_programs / "dynamic.pte").load_method("forward")
+    assert method.metadata.input_tensor_meta(0).dynamic
+    _check(method.execute(ref["small_inputs"]), ref["small_outputs"], 1e-5)
+    _check(method.execute(ref["inputs"]), ref["outputs"], 1e-5)
+    with pytest.raises(ValueError, match=r"expects shape at most \[8, 3\]"):
+        method.execute([torch.randn(9, 3)])
 
 
 def test_method_metadata_describes_inputs_and_outputs(et_programs):

@@ -93,7 +93,8 @@ class TensorInfo:
     ``sizes`` are upper bounds when ``dynamic`` is true.
     """
 
-    dtype: Any  # torch.dtype
+    dtype: Any  # torch.dtype, or None for a scalar type torch has no dtype for (then see scalar_type)
+    scalar_type: int  # schema/scalar_type.fbs numbering
     sizes: tuple[int, ...]
     dim_order: tuple[int, ...]
     nbytes: int
@@ -102,8 +103,11 @@ class TensorInfo:
 
     @classmethod
     def _from_dict(cls, d: dict) -> "TensorInfo":
+        if not _SCALAR_TYPE_TO_DTYPE:
+            _init_dtype_tables()
         return cls(
-            dtype=_dtype_of(d["scalar_type"]),
+            dtype=_SCALAR_TYPE_TO_DTYPE.get(d["scalar_type"]),
+            scalar_type=d["scalar_type"],
             sizes=tuple(d["sizes"]),
             dim_order=tuple(d["dim_order"]),
             nbytes=d["nbytes"],
@@ -203,6 +207,11 @@ class Method:
                 raise ValueError(
                     f"method '{meta.name}' input {i} must be a torch.Tensor of dtype {info.dtype} and "
                     f"shape {list(info.sizes)}, got {type(value).__name__}"
+                )
+            if info.dtype is None:
+                raise ValueError(
+                    f"method '{meta.name}' input {i} has scalar type {info.scalar_type}, which has no torch "
+                    f"dtype; it cannot be fed from Python"
                 )
             if value.dtype != info.dtype:
                 raise ValueError(

@@ -129,7 +129,7 @@ def test_executorch_lowered_ops_run_on_etkit_xnnpack_and_match_eager(et_op_progr
 
     manifest = json.loads((et_op_programs / "manifest.json").read_text())
     # Everything but at most a concatenation is delegated, so the numbers below come from XNNPACK.
-    assert set(manifest[name]["undelegated"]) <= {"cat.default"}, manifest[name]
+    assert set(manifest[name]["undelegated"]) <= {"aten.cat.default"}, manifest[name]
     ref = torch.load(et_op_programs / f"{name}.pt")
     method = Runtime.get().load_program(et_op_programs / f"{name}.pte").load_method("forward")
     actual = method.execute(list(ref["inputs"]))

@@ -42,10 +42,14 @@ X4 = torch.randn(1, 3, 8, 8)
 @pytest.mark.parametrize("name, module, inputs, target", [
     ("conv2d", Fn(lambda s, x: s.c(x), c=nn.Conv2d(3, 4, 3)), (X4,), aten.convolution.default),
     ("depthwise", Fn(lambda s, x: s.c(x), c=nn.Conv2d(3, 6, 3, groups=3)), (X4,), aten.convolution.default),
+    ("conv_transpose", Fn(lambda s, x: s.c(x), c=nn.ConvTranspose2d(3, 4, 2, stride=2)), (X4,),
+     aten.convolution.default),
     ("addmm", Fn(lambda s, x: s.l(x), l=nn.Linear(8, 2)), (torch.randn(2, 8),), aten.addmm.default),
     ("bmm", Fn(lambda s, a, b: torch.bmm(a, b)), (torch.randn(2, 3, 4), torch.randn(2, 4, 5)), aten.bmm.default),
     ("add", Fn(lambda s, a, b: a + b), (X4, X4), aten.add.Tensor),
     ("mul_scalar", Fn(lambda s, a: a * 3.0), (X4,), aten.mul.Tensor),
+    ("mul_int_scalar", Fn(lambda s, a: a * 2), (X4,), aten.mul.Tensor),   # int64 0-d constant operand
+    ("div_int_scalar", Fn(lambda s, a: a / 3), (X4,), aten.div.Tensor),
     ("relu6", Fn(lambda s, a: F.relu6(a)), (X4,), aten.hardtanh.default),
     ("gelu", Fn(lambda s, a: F.gelu(a)), (X4,), aten.gelu.default),
     ("softmax_last", Fn(lambda s, a: torch.softmax(a, -1)), (X4,), aten._softmax.default),

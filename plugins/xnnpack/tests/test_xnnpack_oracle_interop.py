@@ -30,7 +30,8 @@ def _etkit_payload(name):
     return mods[0].processed_bytes
 
 
-@pytest.mark.parametrize("name", ["conv_block", "pool_cat", "attention_block", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["conv_block", "pool_cat", "attention_block", "upsample_block",
+                                  "mobilenet_v2"])
 def test_executorch_runs_etkit_payload_like_eager(name):
     result = run_model_with_payload(name, _etkit_payload(name))
     assert len(result["outputs"]) == len(result["eager"])

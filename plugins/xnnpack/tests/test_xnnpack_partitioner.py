@@ -113,3 +113,33 @@ def test_verbose_prints_the_report(capsys):
     model, inputs = conv_block()
     XnnpackPartitioner(verbose=True).partition(to_edge_program(model, inputs))
     assert "XnnpackBackend:" in capsys.readouterr().out
+
+
+class TiedWeights(nn.Module):
+    """The same Linear on both sides of an undelegable op, and its weight also used outside."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        y = torch.where(y > 0, y, y * 0.1)
+        return self.lin(y) + self.lin.weight.sum()
+
+
+def test_constants_shared_between_partitions_are_duplicated_per_partition():
+    torch.manual_seed(0)
+    manager, partitioner = lower(TiedWeights().eval(), (torch.randn(2, 4),))
+    mods = lowered_modules(manager)
+    assert partitioner.report().num_partitions == len(mods) == 2
+    from etkit.backend.utils import get_constant, is_user_input
+
+    for mod in mods:
+        # Each delegate holds the [4, 4] weight as its own constant; no weight arrives as a run-time input.
+        sub = mod.original_module
+        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        constant_shapes = [tuple(get_constant(sub, n).shape) for n in placeholders if not is_user_input(sub, n)]
+        input_shapes = [tuple(n.meta["val"].shape) for n in placeholders if is_user_input(sub, n)]
+        assert (4, 4) in constant_shapes
+        assert (4, 4) not in input_shapes

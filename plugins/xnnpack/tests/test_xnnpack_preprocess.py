@@ -157,3 +157,15 @@ def test_preprocess_refuses_an_op_without_lowering():
     ep = to_edge_program(Where(), (torch.randn(3),))
     with pytest.raises(LoweringError, match=r"aten\.gt\.Scalar \(node gt\) has no XNNPACK lowering"):
         XnnpackBackend.preprocess(ep, [])
+
+
+def test_python_scalars_become_float32_one_element_constants():
+    class Scaled(nn.Module):
+        def forward(self, x):
+            return x * 2 + 0.5
+
+    _, graph, constants = parse_payload(payload_of(Scaled(), (torch.randn(4),)))
+    assert kinds(graph) == ["XNNMultiply", "XNNAdd"]
+    mul, add = (n.xnodeUnion for n in graph.xnodes)
+    np.testing.assert_array_equal(constant_array(graph, constants, mul.input2Id), [2.0])
+    np.testing.assert_array_equal(constant_array(graph, constants, add.input2Id), [0.5])

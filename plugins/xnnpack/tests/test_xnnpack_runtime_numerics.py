@@ -47,7 +47,8 @@ def _run_with_etkit(model, inputs, expect_partitions=None):
     return method.execute(list(inputs))
 
 
-@pytest.mark.parametrize("name", ["conv_block", "pool_cat", "attention_block", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["conv_block", "pool_cat", "attention_block", "upsample_block",
+                                  "mobilenet_v2"])
 def test_lowered_model_matches_eager(name):
     model, inputs = BUILDERS[name]()
     with torch.no_grad():
@@ -72,3 +73,43 @@ def test_minilm_hidden_states_match_eager():
     got = _run_with_etkit(model, inputs)
     torch.testing.assert_close(got[0], want.last_hidden_state, atol=1e-3, rtol=1e-3)
     torch.testing.assert_close(got[1], want.pooler_output, atol=1e-3, rtol=1e-3)
+
+
+def test_tied_weights_across_partitions_match_eager():
+    from test_xnnpack_partitioner import TiedWeights
+
+    torch.manual_seed(0)
+    model = TiedWeights().eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        want = model(x)
+    got = _run_with_etkit(model, (x,), expect_partitions=2)
+    torch.testing.assert_close(got[0], want, atol=1e-5, rtol=1e-5)
+
+
+class NormsAndSplits(torch.nn.Module):
+    """Paths only etkit delegates: batch norm after a transposed conv (multiply-add), layer norm, split."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(3, 4, 2, stride=2)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.ln = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.up(x)))            # [1, 4, 8, 8]
+        a, b = y.split([1, 3], dim=1)
+        return self.ln(a * b[:, :1] + b[:, 2:])
+
+
+def test_etkit_only_lowerings_match_eager():
+    from oracle_models import _randomize_bn
+
+    torch.manual_seed(0)
+    model = NormsAndSplits().eval()
+    _randomize_bn(model)
+    x = torch.randn(1, 3, 4, 4)
+    with torch.no_grad():
+        want = model(x)
+    got = _run_with_etkit(model, (x,), expect_partitions=1)
+    torch.testing.assert_close(got[0], want, atol=1e-4, rtol=1e-4)

@@ -161,8 +161,23 @@ void to_copy_out(KernelRuntimeContext&, Span<EValue*>);
 void copy_inplace(KernelRuntimeContext&, Span<EValue*>);
 void copy_out(KernelRuntimeContext&, Span<EValue*>);
 
+void native_group_norm_out(KernelRuntimeContext&, Span<EValue*>);
+void upsample_nearest2d_vec_out(KernelRuntimeContext&, Span<EValue*>);
+void upsample_bilinear2d_vec_out(KernelRuntimeContext&, Span<EValue*>);
+void var_correction_out(KernelRuntimeContext&, Span<EValue*>);
+void max_unary_out(KernelRuntimeContext&, Span<EValue*>);
+void min_unary_out(KernelRuntimeContext&, Span<EValue*>);
+void flip_out(KernelRuntimeContext&, Span<EValue*>);
+
 namespace {
 const Kernel kKernels[] = {
+    {"aten::native_group_norm.out", native_group_norm_out},
+    {"aten::upsample_nearest2d.vec_out", upsample_nearest2d_vec_out},
+    {"aten::upsample_bilinear2d.vec_out", upsample_bilinear2d_vec_out},
+    {"aten::var.correction_out", var_correction_out},
+    {"aten::max.unary_out", max_unary_out},
+    {"aten::min.unary_out", min_unary_out},
+    {"aten::flip.out", flip_out},
     {"aten::copy_", copy_inplace},
     {"aten::copy.out", copy_out},
     {"dim_order_ops::_clone_dim_order.out", clone_dim_order_out},

@@ -105,6 +105,29 @@ class Stateful(torch.nn.Module):
         return self.acc * 1.0
 
 
+class Dynamic(torch.nn.Module):
+    """Exported with a dynamic batch dimension (upper bound 8)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc(torch.relu(x) + 1.0), x.sum(dim=0)
+
+
+class Vision(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gn = torch.nn.GroupNorm(2, 4)
+
+    def forward(self, x):
+        y = self.gn(x)
+        up = torch.nn.functional.interpolate(y, scale_factor=2, mode="nearest")
+        bl = torch.nn.functional.interpolate(y, size=(6, 10), mode="bilinear", align_corners=False)
+        return up, bl, torch.var(x, dim=[2, 3], keepdim=True), torch.flip(x, [3]), torch.max(x)
+
+
 SAMPLES = {
     "add": (Add(), lambda: (torch.randn(2, 3), torch.randn(2, 3))),
     "mlp": (MLP(), lambda: (torch.randn(2, 8),)),
@@ -113,6 +136,8 @@ SAMPLES = {
     "convnet": (ConvNet(), lambda: (torch.randn(1, 3, 8, 8),)),
     "shape_ops": (ShapeOps(), lambda: (torch.randn(2, 3, 4), torch.randint(0, 10, (2, 3)))),
     "stateful": (Stateful(), lambda: (torch.randn(2, 3),)),
+    "dynamic": (Dynamic(), lambda: (torch.randn(8, 3),)),
+    "vision": (Vision(), lambda: (torch.randn(1, 4, 3, 5),)),
 }
 
 
@@ -129,13 +154,22 @@ def main() -> int:
             model.bn.running_mean.uniform_(-0.5, 0.5)
             model.bn.running_var.uniform_(0.5, 2.0)
         inputs = make_inputs()
-        ep = torch.export.export(model, inputs)
+        if isinstance(model, Dynamic):
+            batch = torch.export.Dim("batch", min=1, max=8)
+            ep = torch.export.export(model, inputs, dynamic_shapes=({0: batch},))
+        else:
+            ep = torch.export.export(model, inputs)
         eager = copy.deepcopy(model)  # the exported program shares buffers with `model`: keep them initial
         with torch.no_grad():
             outputs = eager(*inputs)
         if isinstance(outputs, torch.Tensor):
             outputs = (outputs,)
         extra = {}
+        if isinstance(model, Dynamic):  # a smaller batch, within the bound
+            small = (inputs[0][:3].clone(),)
+            with torch.no_grad():
+                extra["small_inputs"] = list(small)
+                extra["small_outputs"] = [o.clone() for o in eager(*small)]
         if isinstance(model, Stateful):  # second call sees the updated state
             with torch.no_grad():
                 extra["second_outputs"] = [eager(*inputs).clone()]

@@ -12,7 +12,6 @@ always contiguous.
 """
 from __future__ import annotations
 
-import operator
 from typing import Any, Optional
 
 import numpy as np
@@ -209,8 +208,8 @@ class LoweringContext:
         self.builder.add_node("XNNStaticTranspose", "XNNStaticTranspose", numDims=len(perm), perm=list(perm),
                               inputId=src, outputId=dst, flags=0, debug_handle=self.debug_handle)
 
-    def unary(self, union: str, src: int, dst: int, output_min_max=None) -> None:
-        self.builder.add_node(union, "_XNNNode1x1", inputId=src, outputId=dst, flags=0,
+    def unary(self, union: str, src: int, dst: int, output_min_max=None, flags: int = 0) -> None:
+        self.builder.add_node(union, "_XNNNode1x1", inputId=src, outputId=dst, flags=flags,
                               output_min_max=output_min_max, debug_handle=self.debug_handle)
 
     def binary(self, union: str, a: int, b: int, dst: int, output_min_max=None) -> None:
@@ -226,6 +225,3 @@ class LoweringContext:
         tv = self.builder.tensor_value(vid)
         return tv.externalId != XNN_INVALID_VALUE_ID or tv.constantBufferIdx != 0
 
-
-def is_getitem(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target is operator.getitem

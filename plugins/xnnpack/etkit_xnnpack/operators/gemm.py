@@ -5,6 +5,7 @@ Weight layouts written to the payload (XNNPACK's, as ExecuTorch's op_conv2d / op
     fully connected  filter [output_channels, input_channels], bias [output_channels]
     convolution      filter OHWI  [out_channels, kernel_h, kernel_w, in_channels / groups]
     depthwise        filter 1HWO  [1, kernel_h, kernel_w, out_channels]
+    transposed       filter       [groups * out_channels / groups, kernel_h, kernel_w, in_channels / groups]
 """
 from __future__ import annotations
 
@@ -87,8 +88,6 @@ def fold_batch_norm(weight: torch.Tensor, bias: torch.Tensor | None, bn_args, ct
 @lowers(op("convolution"))
 def lower_convolution(ctx: LoweringContext, node: torch.fx.Node) -> None:
     x, w_arg, b_arg, stride, padding, dilation, transposed, output_padding, groups = node.args[:9]
-    if transposed:
-        raise LoweringError(f"{node_desc(node)}: transposed convolution is not supported yet")
     weight = _const(ctx, node, w_arg, "weight")
     if weight.dim() != 4:
         raise LoweringError(f"{node_desc(node)}: only 2-D convolution is supported (weight shape {list(weight.shape)})")
@@ -96,11 +95,24 @@ def lower_convolution(ctx: LoweringContext, node: torch.fx.Node) -> None:
     bn = ctx.bn_folded_into.get(node)
     if bn is not None:
         weight, bias = fold_batch_norm(weight, bias, bn.args, ctx, bn)
-    out_channels, group_in, kh, kw = weight.shape
-    group_out = out_channels // groups
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    adjustment = _pair(output_padding) if transposed else [0, 0]
+    if transposed:
+        # PyTorch: [in_channels, out_channels / groups, kh, kw]. XNNPACK deconvolution wants
+        # [groups * group_out, kh, kw, group_in]: regroup to [out_channels, in_channels / groups, kh, kw]
+        # first, then to OHWI.
+        in_channels, group_out, kh, kw = weight.shape
+        group_in = in_channels // groups
+        weight = weight.reshape(groups, group_in, group_out, kh, kw).transpose(1, 2).reshape(
+            groups * group_out, group_in, kh, kw)
+    else:
+        out_channels, group_in, kh, kw = weight.shape
+        group_out = out_channels // groups
     depthwise = group_in == 1 and not transposed   # ExecuTorch's criterion (op_conv2d.py)
-    if depthwise:
+    if transposed:
+        filt = weight.permute(0, 2, 3, 1)
+        union = "XNNConvTranspose2d"
+    elif depthwise:
         filt = weight.permute(1, 2, 3, 0)              # [O, 1, kh, kw] -> 1HWO
         union = "XNNDepthwiseConv2d"
     else:
@@ -115,6 +127,6 @@ def lower_convolution(ctx: LoweringContext, node: torch.fx.Node) -> None:
         paddingTop=padding[0], paddingRight=padding[1], paddingBottom=padding[0], paddingLeft=padding[1],
         kernelHeight=kh, kernelWidth=kw, subsamplingHeight=stride[0], subsamplingWidth=stride[1],
         dilationHeight=dilation[0], dilationWidth=dilation[1], groupInputChannels=group_in,
-        groupOutputChannels=group_out, groups=groups, adjustmentHeight=0, adjustmentWidth=0,
+        groupOutputChannels=group_out, groups=groups, adjustmentHeight=adjustment[0], adjustmentWidth=adjustment[1],
         input1Id=input_id, filterId=filter_id, biasId=bias_id, outputId=output_id, flags=0,
         debug_handle=ctx.debug_handle)

@@ -35,15 +35,13 @@ def lower_layer_norm(ctx: LoweringContext, node: torch.fx.Node) -> None:
     rows = b.add_value([m, d, 1, 1])
     ctx.reshape(x_id, rows, [m, d, 1, 1])
     mean = b.add_value([m, 1, 1, 1])
-    ctx.unary("XNNGlobalAvgPooling2d", rows, mean)
-    b.nodes[-1].xnodeUnion.flags = XNN_FLAG_KEEP_DIMS
+    ctx.unary("XNNGlobalAvgPooling2d", rows, mean, flags=XNN_FLAG_KEEP_DIMS)
     centered = b.add_value([m, d, 1, 1])
     ctx.binary("XNNSubtract", rows, mean, centered)
     squared = b.add_value([m, d, 1, 1])
     ctx.unary("XNNSquare", centered, squared)
     var = b.add_value([m, 1, 1, 1])
-    ctx.unary("XNNGlobalAvgPooling2d", squared, var)
-    b.nodes[-1].xnodeUnion.flags = XNN_FLAG_KEEP_DIMS
+    ctx.unary("XNNGlobalAvgPooling2d", squared, var, flags=XNN_FLAG_KEEP_DIMS)
     var_eps = b.add_value([m, 1, 1, 1])
     ctx.binary("XNNAdd", var, b.add_constant(np.asarray([eps], dtype=np.float32)), var_eps)
     inv_std = b.add_value([m, 1, 1, 1])

@@ -19,13 +19,11 @@ def lower_mean(ctx: LoweringContext, node: torch.fx.Node) -> None:
     in_id = ctx.value(src, NHWC)
     n, _, _, c = ctx.builder.dims(in_id)
     if keepdim:
-        out = ctx.define(node, NHWC)
-        ctx.unary("XNNGlobalAvgPooling2d", in_id, out)
+        ctx.unary("XNNGlobalAvgPooling2d", in_id, ctx.define(node, NHWC), flags=XNN_FLAG_KEEP_DIMS)
     else:
         pooled = ctx.builder.add_value([n, 1, 1, c])
-        ctx.unary("XNNGlobalAvgPooling2d", in_id, pooled)
+        ctx.unary("XNNGlobalAvgPooling2d", in_id, pooled, flags=XNN_FLAG_KEEP_DIMS)
         ctx.reshape(pooled, ctx.define(node, CONTIG), static_shape(node))
-    ctx.builder.nodes[-1 if keepdim else -2].xnodeUnion.flags = XNN_FLAG_KEEP_DIMS
 
 
 def _pair(v, default=None) -> list[int]:
@@ -62,7 +60,8 @@ def lower_avg_pool(ctx: LoweringContext, node: torch.fx.Node) -> None:
     kernel = _pair(a[1])
     stride = _pair(a[2], kernel)
     padding = _pair(a[3], [0])
-    if a[4] or (a[5] if a[5] is not None else True) and any(padding) or a[6] not in (None, kernel[0] * kernel[1]):
+    ceil_mode, count_include_pad, divisor = a[4], (True if a[5] is None else a[5]), a[6]
+    if ceil_mode or (count_include_pad and any(padding)) or divisor not in (None, kernel[0] * kernel[1]):
         raise LoweringError(f"{node_desc(node)}: ceil_mode, count_include_pad with padding, or divisor_override "
                             f"is not supported")
     _pooling(ctx, node, "XNNAvgPooling2d", kernel, stride, padding, [0, 0])

@@ -38,6 +38,47 @@ class _Supported(OperatorSupportBase):
         return node in self.nodes
 
 
+def duplicate_shared_constants(ep: ExportedProgram) -> None:
+    """Give every partition its own copy of a constant that several partitions (or a partition and
+    undelegated nodes) use, so that each delegate gets its weights as constants (XNNPACK needs static
+    weights) instead of as run-time inputs. Copies are lifted tensor constants named
+    ``<placeholder>_<tag>``; the original stays with undelegated users (or the first partition)."""
+    from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+    from etkit.backend.utils import get_constant, is_constant as is_constant_placeholder
+
+    graph = ep.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for node in placeholders:
+        if not is_constant_placeholder(ep, node):
+            continue
+        groups: dict = {}
+        for user in node.users:
+            groups.setdefault(user.meta.get(DELEGATION_TAG), []).append(user)
+        if len(groups) <= 1:
+            continue
+        keep = None if None in groups else next(iter(groups))
+        value = get_constant(ep, node)
+        for tag, users in groups.items():
+            if tag == keep:
+                continue
+            last_placeholder = [n for n in graph.nodes if n.op == "placeholder"][-1]
+            first_user_input = next((n for n in graph.nodes if n.op == "placeholder"
+                                     and not is_constant_placeholder(ep, n)), None)
+            with graph.inserting_before(first_user_input) if first_user_input is not None \
+                    else graph.inserting_after(last_placeholder):
+                copy = graph.placeholder(f"{node.name}_{tag}")
+            copy.meta = dict(node.meta)
+            target = f"_xnnpack_{tag}_{node.name}"
+            ep.constants[target] = value
+            index = [n for n in graph.nodes if n.op == "placeholder"].index(copy)
+            ep.graph_signature.input_specs.insert(
+                index, InputSpec(kind=InputKind.CONSTANT_TENSOR, arg=TensorArgument(name=copy.name), target=target))
+            for user in users:
+                user.replace_input_with(node, copy)
+    graph.lint()
+
+
 class XnnpackPartitioner(Partitioner):
     """Partition an Edge program for ``XnnpackBackend``.
 
@@ -130,6 +171,7 @@ class XnnpackPartitioner(Partitioner):
         for n in supported - in_partition:
             rejected.append(Rejection(n.name, node_target_name(n), "supported, but only compile-time constant "
                                       "work was around it; left to constant folding / the portable kernels"))
+        duplicate_shared_constants(ep)
         tag_constant_data(ep)
         name_to_node = {n.name: n for n in ep.graph.nodes}
         rejected.sort(key=lambda r: order.get(name_to_node.get(r.node_name), 0))

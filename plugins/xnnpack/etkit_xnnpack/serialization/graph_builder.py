@@ -8,7 +8,6 @@ the ``XNN_VALUE_FLAG_EXTERNAL_INPUT``/``OUTPUT`` flag; every other value has
 """
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
 
 import flatbuffers
@@ -210,5 +209,3 @@ def parse_graph(flatbuffer: bytes):
     mod = _mod("XNNGraph")
     return mod.XNNGraphT.InitFromObj(mod.XNNGraph.GetRootAs(flatbuffer, 0))
 
-
-INF = math.inf

@@ -81,6 +81,17 @@ class AttentionBlock(nn.Module):
         return y + self.mlp2(torch.nn.functional.gelu(self.mlp1(y)))
 
 
+class UpsampleBlock(nn.Module):
+    """Grouped transposed convolution with output padding, relu, ceil-mode max pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+
+    def forward(self, x):
+        return torch.nn.functional.max_pool2d(torch.relu(self.up(x)), 3, stride=2, ceil_mode=True)
+
+
 def conv_block():
     torch.manual_seed(0)
     m = ConvBlock().eval()
@@ -98,6 +109,11 @@ def attention_block():
     return AttentionBlock().eval(), (torch.randn(2, 8, 32),)
 
 
+def upsample_block():
+    torch.manual_seed(0)
+    return UpsampleBlock().eval(), (torch.randn(1, 4, 5, 7),)
+
+
 def mobilenet_v2():
     import torchvision
     torch.manual_seed(0)
@@ -107,4 +123,4 @@ def mobilenet_v2():
 
 
 BUILDERS = {"conv_block": conv_block, "pool_cat": pool_cat, "attention_block": attention_block,
-            "mobilenet_v2": mobilenet_v2}
+            "upsample_block": upsample_block, "mobilenet_v2": mobilenet_v2}

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ..config_base import XnnpackOpConfig, arg, tensor_vals
+from ..config_base import XnnpackOpConfig, arg, is_constant, tensor_vals
 
 aten = torch.ops.aten
 
@@ -15,6 +15,22 @@ class BinaryConfig(XnnpackOpConfig):
 
     targets = (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
                aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.maximum.default, aten.minimum.default)
+
+    def check_common(self, node, ep) -> Optional[str]:
+        """Like the base check, except that a one-element constant operand of another dtype is fine
+        (``x * 2`` arrives as ``mul.Tensor(x, <int64 0-d constant>)``; the result is float32 and
+        preprocess stores the constant as float32)."""
+        reason = super().check_common(node, ep)
+        if reason is None or not reason.startswith("dtype"):
+            return reason
+        for v in tensor_vals(node):
+            if v.dtype != torch.float32:
+                return reason
+        for n in node.all_input_nodes:
+            for v in tensor_vals(n):
+                if v.dtype != torch.float32 and not (is_constant(n, ep) and v.numel() == 1):
+                    return f"dtype {v.dtype} is not supported (XNNPACK delegate handles float32)"
+        return None
 
     def check_constraints(self, node, ep) -> Optional[str]:
         alpha = node.kwargs.get("alpha", 1)

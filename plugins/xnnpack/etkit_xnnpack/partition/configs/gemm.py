@@ -12,7 +12,7 @@ aten = torch.ops.aten
 
 
 class ConvolutionConfig(XnnpackOpConfig):
-    """2-D convolution (regular, grouped, depthwise) with constant weight and bias; NCHW in/out."""
+    """2-D convolution (regular, grouped, depthwise, transposed) with constant weight and bias; NCHW in/out."""
 
     targets = (aten.convolution.default,)
 
@@ -22,8 +22,6 @@ class ConvolutionConfig(XnnpackOpConfig):
             return "weight is not a constant"
         if bias is not None and not is_constant(bias, ep):
             return "bias is not a constant"
-        if node.args[6]:
-            return "transposed convolution is not supported yet"
         if tensor_vals(weight)[0].dim() != 4:
             return f"only 2-D convolution is supported (weight is {tensor_vals(weight)[0].dim()}-D)"
         return None

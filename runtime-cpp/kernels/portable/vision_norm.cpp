@@ -1,0 +1,291 @@
+// Less common kernels: native_group_norm, upsample_nearest2d / upsample_bilinear2d (vec overloads),
+// var.correction, max/min over all elements, flip. Inputs addressed through strides; outputs written
+// in logical order (contiguous outputs).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels.h"
+
+namespace etkit::portable {
+namespace {
+constexpr size_t kMaxDim = runtime::kTensorDimensionLimit;
+
+bool require_contiguous(KernelRuntimeContext& ctx, const char* name, const Tensor& t, const char* arg) {
+  if (!t.is_contiguous_dim_order()) {
+    return fail(ctx, Error::NotSupported, "%s: argument '%s' must be contiguous for the portable kernel", name, arg);
+  }
+  return true;
+}
+}  // namespace
+
+// native_group_norm.out(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group,
+//                       float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)
+void native_group_norm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::native_group_norm.out";
+  if (!check_nargs(ctx, name, args, 11)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Tensor *w = nullptr, *b = nullptr;
+  int64_t N, C, HxW, group;
+  double eps;
+  if (!in || !optional_tensor_arg(ctx, name, args, 1, "weight", &w) || !optional_tensor_arg(ctx, name, args, 2, "bias", &b) ||
+      !int_arg(ctx, name, args, 3, "N", &N) || !int_arg(ctx, name, args, 4, "C", &C) ||
+      !int_arg(ctx, name, args, 5, "HxW", &HxW) || !int_arg(ctx, name, args, 6, "group", &group) ||
+      !scalar_arg(ctx, name, args, 7, "eps", &eps))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 8, "out0");
+  Tensor* mean = out ? tensor_arg(ctx, name, args, 9, "out1") : nullptr;
+  Tensor* rstd = mean ? tensor_arg(ctx, name, args, 10, "out2") : nullptr;
+  if (!rstd || !check_floating(ctx, name, *in, "input") || !require_contiguous(ctx, name, *in, "input")) return;
+  if (group <= 0 || C % group != 0 || int64_t(in->numel()) != N * C * HxW || (w && int64_t(w->numel()) < C) ||
+      (b && int64_t(b->numel()) < C)) {
+    fail(ctx, Error::InvalidArgument, "%s: N=%lld C=%lld HxW=%lld group=%lld do not match the input", name,
+         (long long)N, (long long)C, (long long)HxW, (long long)group);
+    return;
+  }
+  if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim()) || !require_contiguous(ctx, name, *out, "out0")) return;
+  SizesType stat[2] = {SizesType(N), SizesType(group)};
+  const bool stats = mean->numel() > 0 || rstd->numel() > 0;
+  if (stats && (!resize_out(ctx, name, *mean, stat, 2) || !resize_out(ctx, name, *rstd, stat, 2))) return;
+  const int64_t cpg = C / group, span = cpg * HxW;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < group; ++g) {
+      const size_t base = size_t((n * C + g * cpg) * HxW);
+      double sum = 0, sq = 0;
+      for (int64_t k = 0; k < span; ++k) sum += load_double(in->const_data_ptr(), in->scalar_type(), base + size_t(k));
+      const double mu = span ? sum / double(span) : 0;
+      for (int64_t k = 0; k < span; ++k) {
+        double c = load_double(in->const_data_ptr(), in->scalar_type(), base + size_t(k)) - mu;
+        sq += c * c;
+      }
+      const double inv = 1.0 / std::sqrt((span ? sq / double(span) : 0) + eps);
+      for (int64_t k = 0; k < span; ++k) {
+        const int64_t c = g * cpg + k / HxW;
+        double v = (load_double(in->const_data_ptr(), in->scalar_type(), base + size_t(k)) - mu) * inv;
+        if (w) v *= load_double(w->const_data_ptr(), w->scalar_type(), size_t(c));
+        if (b) v += load_double(b->const_data_ptr(), b->scalar_type(), size_t(c));
+        store_double(out->mutable_data_ptr(), out->scalar_type(), base + size_t(k), v);
+      }
+      if (stats) {
+        store_double(mean->mutable_data_ptr(), mean->scalar_type(), size_t(n * group + g), mu);
+        store_double(rstd->mutable_data_ptr(), rstd->scalar_type(), size_t(n * group + g), inv);
+      }
+    }
+  }
+}
+
+namespace {
+/// Output size and source scale (input/output) for one spatial dim of an upsample op.
+bool upsample_geometry(KernelRuntimeContext& ctx, const char* name, const Tensor& in, Span<EValue*> args,
+                       size_t size_arg, size_t scale_arg, SizesType* os, double* scale) {
+  Span<const int64_t> sizes;
+  bool sizes_none = false;
+  if (!int_list_arg(ctx, name, args, size_arg, "output_size", &sizes, &sizes_none)) return false;
+  const size_t lead = in.dim() - 2;
+  if (!sizes_none && sizes.size() == 2) {
+    for (int k = 0; k < 2; ++k) {
+      if (sizes[k] <= 0 || sizes[k] > (int64_t(1) << 20)) return fail(ctx, Error::InvalidArgument, "%s: bad output_size", name);
+      os[k] = SizesType(sizes[k]);
+      scale[k] = double(in.size(lead + k)) / double(os[k]);
+    }
+    return true;
+  }
+  if (scale_arg >= args.size() || !args[scale_arg]->is_double_list() || args[scale_arg]->to_double_list().size() != 2) {
+    return fail(ctx, Error::InvalidArgument, "%s: needs output_size or two scale_factors", name);
+  }
+  Span<const double> f = args[scale_arg]->to_double_list();
+  for (int k = 0; k < 2; ++k) {
+    double o = std::floor(double(in.size(lead + k)) * f[k]);
+    if (!(o >= 1 && o <= double(1 << 20))) return fail(ctx, Error::InvalidArgument, "%s: bad scale_factors", name);
+    os[k] = SizesType(o);
+    scale[k] = 1.0 / f[k];  // PyTorch uses the given scale when scale_factors are passed
+  }
+  return true;
+}
+
+bool upsample_setup(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t size_arg,
+                    size_t scale_arg, size_t out_arg, Tensor** in_out, Tensor** out_out, SizesType* os,
+                    double* scale) {
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  if (!in) return false;
+  if (in->dim() != 4) return fail(ctx, Error::InvalidArgument, "%s: input must be 4-D, got %zu-D", name, in->dim());
+  if (!upsample_geometry(ctx, name, *in, args, size_arg, scale_arg, os, scale)) return false;
+  Tensor* out = tensor_arg(ctx, name, args, out_arg, "out");
+  if (!out) return false;
+  SizesType s[4] = {in->size(0), in->size(1), os[0], os[1]};
+  if (!resize_out(ctx, name, *out, s, 4)) return false;
+  *in_out = in;
+  *out_out = out;
+  return true;
+}
+}  // namespace
+
+// upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? scale_factors, *, Tensor(a!) out)
+void upsample_nearest2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::upsample_nearest2d.vec_out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor *in, *out;
+  SizesType os[2];
+  double scale[2];
+  if (!upsample_setup(ctx, name, args, 1, 2, 3, &in, &out, os, scale)) return;
+  int64_t idx[4] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    int64_t src[4] = {idx[0], idx[1], 0, 0};
+    for (int k = 0; k < 2; ++k) {
+      int64_t s = int64_t(std::floor(double(idx[2 + k]) * scale[k]));
+      src[2 + k] = std::min<int64_t>(s, in->size(2 + size_t(k)) - 1);
+    }
+    store_double(out->mutable_data_ptr(), out->scalar_type(), offset_of(*out, idx),
+                 load_double(in->const_data_ptr(), in->scalar_type(), offset_of(*in, src)));
+    next_index(idx, out->sizes().data(), 4);
+  }
+}
+
+// upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors,
+//                             *, Tensor(a!) out)
+void upsample_bilinear2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::upsample_bilinear2d.vec_out";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  bool align;
+  if (!bool_arg(ctx, name, args, 2, "align_corners", &align)) return;
+  Tensor *in, *out;
+  SizesType os[2];
+  double scale[2];
+  if (!upsample_setup(ctx, name, args, 1, 3, 4, &in, &out, os, scale)) return;
+  const int64_t H = in->size(2), W = in->size(3);
+  int64_t idx[4] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    double pos[2];
+    for (int k = 0; k < 2; ++k) {
+      const int64_t insz = k == 0 ? H : W;
+      if (align) {
+        pos[k] = os[k] > 1 ? double(idx[2 + k]) * double(insz - 1) / double(os[k] - 1) : 0.0;
+      } else {
+        pos[k] = std::max(0.0, (double(idx[2 + k]) + 0.5) * scale[k] - 0.5);
+      }
+    }
+    const int64_t h0 = std::min<int64_t>(int64_t(pos[0]), H - 1), w0 = std::min<int64_t>(int64_t(pos[1]), W - 1);
+    const int64_t h1 = std::min<int64_t>(h0 + 1, H - 1), w1 = std::min<int64_t>(w0 + 1, W - 1);
+    const double lh = pos[0] - double(h0), lw = pos[1] - double(w0);
+    auto at = [&](int64_t h, int64_t w) {
+      int64_t s[4] = {idx[0], idx[1], h, w};
+      return load_double(in->const_data_ptr(), in->scalar_type(), offset_of(*in, s));
+    };
+    double v = (1 - lh) * ((1 - lw) * at(h0, w0) + lw * at(h0, w1)) + lh * ((1 - lw) * at(h1, w0) + lw * at(h1, w1));
+    store_double(out->mutable_data_ptr(), out->scalar_type(), offset_of(*out, idx), v);
+    next_index(idx, out->sizes().data(), 4);
+  }
+}
+
+// var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False,
+//                    Tensor(a!) out)
+void var_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::var.correction_out";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  bool none = false, keepdim;
+  double correction = 1;
+  if (!in || !int_list_arg(ctx, name, args, 1, "dim", &dims, &none)) return;
+  if (!args[2]->is_none() && !scalar_arg(ctx, name, args, 2, "correction", &correction)) return;
+  if (!bool_arg(ctx, name, args, 3, "keepdim", &keepdim)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
+  if (!out || !check_floating(ctx, name, *in, "self") || !require_contiguous(ctx, name, *out, "out")) return;
+  bool reduce[kMaxDim] = {false};
+  const bool all = none || dims.empty();
+  for (size_t d = 0; d < in->dim(); ++d) reduce[d] = all;
+  for (int64_t dim : dims) {
+    size_t nd;
+    if (!normalize_dim(ctx, name, dim, in->dim(), &nd)) return;
+    if (in->dim()) reduce[nd] = true;
+  }
+  SizesType os[kMaxDim];
+  size_t od = 0;
+  for (size_t d = 0; d < in->dim(); ++d) {
+    if (!reduce[d]) os[od++] = in->size(d);
+    else if (keepdim) os[od++] = 1;
+  }
+  if (!resize_out(ctx, name, *out, os, od)) return;
+  // Two passes over the input per output element, indexing the reduced dims with an odometer.
+  SizesType kept_sizes[kMaxDim], red_sizes[kMaxDim];
+  size_t kept[kMaxDim], red[kMaxDim], nk = 0, nr = 0;
+  for (size_t d = 0; d < in->dim(); ++d) {
+    if (reduce[d]) { red[nr] = d; red_sizes[nr++] = in->size(d); }
+    else { kept[nk] = d; kept_sizes[nk++] = in->size(d); }
+  }
+  size_t n_red = 1;
+  for (size_t j = 0; j < nr; ++j) n_red *= size_t(red_sizes[j]);
+  int64_t kidx[kMaxDim] = {0};
+  for (size_t o = 0; o < out->numel(); ++o) {
+    int64_t full[kMaxDim] = {0};
+    for (size_t j = 0; j < nk; ++j) full[kept[j]] = kidx[j];
+    double sum = 0, sq = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      int64_t ridx[kMaxDim] = {0};
+      const double mu = n_red ? sum / double(n_red) : 0;
+      for (size_t r = 0; r < n_red; ++r) {
+        for (size_t j = 0; j < nr; ++j) full[red[j]] = ridx[j];
+        double v = load_double(in->const_data_ptr(), in->scalar_type(), offset_of(*in, full));
+        if (pass == 0) sum += v;
+        else sq += (v - mu) * (v - mu);
+        next_index(ridx, red_sizes, nr);
+      }
+    }
+    const double denom = double(n_red) - correction;
+    store_double(out->mutable_data_ptr(), out->scalar_type(), o, denom > 0 ? sq / denom : NAN);
+    next_index(kidx, kept_sizes, nk);
+  }
+}
+
+namespace {
+void extreme_all(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool is_max) {
+  if (!check_nargs(ctx, name, args, 2)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* out = in ? tensor_arg(ctx, name, args, 1, "out") : nullptr;
+  if (!out || !resize_out(ctx, name, *out, nullptr, 0)) return;
+  if (in->numel() == 0) {
+    fail(ctx, Error::InvalidArgument, "%s: input is empty", name);
+    return;
+  }
+  int64_t idx[kMaxDim] = {0};
+  double best = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < in->numel(); ++i) {
+    double v = load_double(in->const_data_ptr(), in->scalar_type(), offset_of(*in, idx));
+    if (std::isnan(v) || (is_max ? v > best : v < best)) best = v;
+    if (std::isnan(v)) break;
+    next_index(idx, in->sizes().data(), in->dim());
+  }
+  store_double(out->mutable_data_ptr(), out->scalar_type(), 0, best);
+}
+}  // namespace
+
+// max.unary_out(Tensor self, *, Tensor(a!) out) / min.unary_out
+void max_unary_out(KernelRuntimeContext& ctx, Span<EValue*> args) { extreme_all(ctx, "aten::max.unary_out", args, true); }
+void min_unary_out(KernelRuntimeContext& ctx, Span<EValue*> args) { extreme_all(ctx, "aten::min.unary_out", args, false); }
+
+// flip.out(Tensor self, int[] dims, *, Tensor(a!) out)
+void flip_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::flip.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
+  Span<const int64_t> dims;
+  if (!in || !int_list_arg(ctx, name, args, 1, "dims", &dims)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
+  if (!out || !resize_out(ctx, name, *out, in->sizes().data(), in->dim())) return;
+  bool flip[kMaxDim] = {false};
+  for (int64_t d : dims) {
+    size_t nd;
+    if (!normalize_dim(ctx, name, d, in->dim(), &nd)) return;
+    if (in->dim()) flip[nd] = true;
+  }
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    int64_t src[kMaxDim];
+    for (size_t d = 0; d < in->dim(); ++d) src[d] = flip[d] ? in->size(d) - 1 - idx[d] : idx[d];
+    store_double(out->mutable_data_ptr(), out->scalar_type(), offset_of(*out, idx),
+                 load_double(in->const_data_ptr(), in->scalar_type(), offset_of(*in, src)));
+    next_index(idx, in->sizes().data(), in->dim());
+  }
+}
+
+}  // namespace etkit::portable
