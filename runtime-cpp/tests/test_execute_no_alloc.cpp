@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 #include "etkit/runtime/runtime.h"
 #include "test_program_builder.h"
@@ -70,8 +71,46 @@ namespace rt = etkit::runtime;
     }                                                                                 \
   } while (0)
 
-int main() {
+// With a path argument: loads that .pte instead, fills every tensor input with ones and checks that
+// executing it allocates nothing (used by tests/runtime on programs made by ExecuTorch).
+static int run_file(const char* path) {
+  auto loader = rt::FileDataLoader::from(path);
+  CHECK(loader.ok());
+  auto program = rt::Program::load(&loader.get());
+  CHECK(program.ok());
+  auto method = program->load_method("forward");
+  CHECK(method.ok());
+  rt::MethodMeta meta = method->method_meta();
+  std::vector<std::vector<uint8_t>> data(method->inputs_size());
+  std::vector<std::vector<int32_t>> sizes(method->inputs_size());
+  std::vector<std::vector<uint8_t>> orders(method->inputs_size());
+  std::vector<std::vector<int32_t>> strides(method->inputs_size());
+  std::vector<rt::Tensor> tensors(method->inputs_size());
+  for (size_t i = 0; i < method->inputs_size(); ++i) {
+    auto info = meta.input_tensor_meta(i);
+    if (!info.ok()) continue;
+    sizes[i].assign(info->sizes.begin(), info->sizes.end());
+    orders[i].assign(info->dim_order.begin(), info->dim_order.end());
+    strides[i].resize(sizes[i].size());
+    data[i].assign(info->nbytes, 0);  // zeros are valid for every dtype (and every index input)
+    tensors[i] = rt::Tensor(info->scalar_type, sizes[i].size(), sizes[i].data(), data[i].data(), orders[i].data(),
+                            strides[i].data());
+    CHECK(method->set_input(rt::EValue(&tensors[i]), i) == rt::Error::Ok);
+  }
+  g_allocations = 0;
+  g_counting = true;
+  rt::Error e = rt::Error::Ok;
+  for (int i = 0; i < 3 && e == rt::Error::Ok; ++i) e = method->execute();
+  g_counting = false;
+  CHECK(e == rt::Error::Ok);
+  std::printf("%s: heap allocations during 3 x Method::execute: %zu\n", path, (size_t)g_allocations);
+  CHECK(g_allocations == 0);
+  return 0;
+}
+
+int main(int argc, char** argv) {
   CHECK(etkit_register_portable_kernels() == 0);
+  if (argc > 1) return run_file(argv[1]);
   std::vector<uint8_t> bytes = etkit_test::build_sample_program();
   rt::BufferDataLoader loader(bytes.data(), bytes.size());
   auto program = rt::Program::load(&loader);

@@ -17,8 +17,8 @@ ORACLE_SCRIPTS = Path(__file__).parent / "oracle_scripts"
 @pytest.fixture(scope="session")
 def et_programs(tmp_path_factory) -> Path:
     """Directory of portable-only programs made by ExecuTorch 1.5.1 with eager references:
-    NAME.pte and NAME.pt ({"inputs", "outputs"}) for add, mlp, elementwise, reductions, convnet,
-    shape_ops (see oracle_scripts/make_portable_programs.py)."""
+    NAME.pte and NAME.pt ({"inputs", "outputs", ...}) for add, mlp, elementwise, reductions, convnet,
+    shape_ops, stateful, dynamic, vision (see oracle_scripts/make_portable_programs.py)."""
     from tests.interop.oracle import OracleError, run_in_oracle
 
     out = tmp_path_factory.mktemp("et_programs")
@@ -29,37 +29,38 @@ def et_programs(tmp_path_factory) -> Path:
     return out
 
 
-def _runner_from_build() -> Path | None:
-    env = os.environ.get("ETKIT_RUNNER")
-    if env:
-        return Path(env)
-    for candidate in (REPO_ROOT / "build" / "native" / "runner" / "etkit_runner",):
-        if candidate.exists():
-            return candidate
-    return None
+NATIVE_TARGETS = {"etkit_runner": "runner/etkit_runner", "test_execute_no_alloc": "tests/test_execute_no_alloc"}
 
 
 @pytest.fixture(scope="session")
-def etkit_runner() -> Path:
-    """The etkit_runner binary: $ETKIT_RUNNER, else build/native/runner/etkit_runner (what `make native`
-    builds), else built now (portable kernels only) in build/native-pytest with
-    `cmake -S runtime-cpp -B build/native-pytest -DETKIT_BUILD_RUNNER=ON`."""
-    found = _runner_from_build()
-    if found is not None:
-        return found
-    cmake = shutil.which("cmake", path=str(Path(sys.executable).parent)) or shutil.which("cmake")
+def native_build() -> Path:
+    """A native build tree holding etkit_runner and the C++ test binaries: build/native (what
+    `make native` builds) when it has them, else build/native-pytest, configured and built now with
+    `cmake -S runtime-cpp -B build/native-pytest -DETKIT_BUILD_RUNNER=ON -DETKIT_BUILD_TESTS=ON`."""
+    made = REPO_ROOT / "build" / "native"
+    if all((made / rel).exists() for rel in NATIVE_TARGETS.values()):
+        return made
+    bindir = Path(sys.executable).parent
+    cmake = shutil.which("cmake", path=str(bindir)) or shutil.which("cmake")
     if cmake is None:
-        pytest.skip("cmake not found; cannot build etkit_runner")
+        pytest.skip("cmake not found; cannot build the native tools")
     build = REPO_ROOT / "build" / "native-pytest"
     lock = ["flock", "/tmp/etkit-build.lock"] if shutil.which("flock") else []
-    generator = ["-G", "Ninja"] if shutil.which("ninja", path=str(Path(sys.executable).parent)) else []
+    generator = ["-G", "Ninja"] if shutil.which("ninja", path=str(bindir)) else []
     cfg = subprocess.run(
         [*lock, cmake, "-S", str(REPO_ROOT / "runtime-cpp"), "-B", str(build), *generator,
-         "-DETKIT_BUILD_RUNNER=ON", f"-DPython_EXECUTABLE={sys.executable}"],
+         "-DETKIT_BUILD_RUNNER=ON", "-DETKIT_BUILD_TESTS=ON", f"-DPython_EXECUTABLE={sys.executable}"],
         capture_output=True, text=True,
     )
     assert cfg.returncode == 0, cfg.stdout + cfg.stderr
-    bld = subprocess.run([*lock, cmake, "--build", str(build), "--target", "etkit_runner", "-j2"],
+    bld = subprocess.run([*lock, cmake, "--build", str(build), "-j2", "--target", *NATIVE_TARGETS],
                          capture_output=True, text=True)
     assert bld.returncode == 0, bld.stdout[-4000:] + bld.stderr[-4000:]
-    return build / "runner" / "etkit_runner"
+    return build
+
+
+@pytest.fixture(scope="session")
+def etkit_runner(native_build) -> Path:
+    """The etkit_runner binary ($ETKIT_RUNNER if set)."""
+    env = os.environ.get("ETKIT_RUNNER")
+    return Path(env) if env else native_build / NATIVE_TARGETS["etkit_runner"]

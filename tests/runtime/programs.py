@@ -104,3 +104,74 @@ def add_program(delegate_backend: str | None = None, scalar_type: int = ScalarTy
     builder = flatbuffers.Builder(1024)
     builder.Finish(program.Pack(builder), file_identifier=b"ET12")
     return bytes(builder.Output())
+
+
+def jump_false_program() -> bytes:
+    """forward(a[2,3], flag: bool) -> y where y = a + a when flag is true; when false the add is
+    jumped over (JumpFalseCall) and y = a * a instead."""
+    from etkit.fb.Bool import BoolT
+    from etkit.fb.JumpFalseCall import JumpFalseCallT
+
+    alpha = EValueT()
+    alpha.valType = KernelTypes.Int
+    alpha.val = IntT()
+    alpha.val.intVal = 1
+    flag = EValueT()
+    flag.valType = KernelTypes.Bool
+    flag.val = BoolT()
+    flag.val.boolVal = True
+    false_value = EValueT()
+    false_value.valType = KernelTypes.Bool
+    false_value.val = BoolT()
+    false_value.val.boolVal = False
+    # 0 a, 1 flag, 2 alpha, 3 y, 4 constant False (for an unconditional jump)
+    values = [_tensor([2, 3], 0), flag, alpha, _tensor([2, 3], 64), false_value]
+
+    def instr(kind, body):
+        ins = InstructionT()
+        ins.instrArgsType = kind
+        ins.instrArgs = body
+        return ins
+
+    def jump(cond, dest):
+        j = JumpFalseCallT()
+        j.condValueIndex = cond
+        j.destinationInstruction = dest
+        return instr(InstructionArguments.JumpFalseCall, j)
+
+    def kernel(op, args):
+        k = KernelCallT()
+        k.opIndex = op
+        k.args = args
+        return instr(InstructionArguments.KernelCall, k)
+
+    chain = ChainT()
+    chain.inputs = [0, 1]
+    chain.outputs = [3]
+    chain.instructions = [
+        jump(1, 3),                    # 0: if not flag goto 3
+        kernel(0, [0, 0, 2, 3, 3]),    # 1: y = a + a
+        jump(4, 4),                    # 2: goto 4 (end)
+        kernel(1, [0, 0, 3, 3]),       # 3: y = a * a
+    ]
+    ops = []
+    for name in ("add", "mul"):
+        op = OperatorT()
+        op.name = f"aten::{name}"
+        op.overload = "out"
+        ops.append(op)
+    plan = ExecutionPlanT()
+    plan.name = "forward"
+    plan.values = values
+    plan.inputs = [0, 1]
+    plan.outputs = [3]
+    plan.chains = [chain]
+    plan.operators = ops
+    plan.delegates = []
+    plan.nonConstBufferSizes = [0, 128]
+    program = ProgramT()
+    program.version = 0
+    program.executionPlan = [plan]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(program.Pack(builder), file_identifier=b"ET12")
+    return bytes(builder.Output())

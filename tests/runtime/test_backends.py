@@ -51,24 +51,3 @@ def test_portable_kernels_are_registered_under_executorch_names():
 
 def test_runtime_get_is_a_singleton():
     assert Runtime.get() is Runtime.get()
-
-
-def test_unsupported_dtype_fails_naming_op_argument_and_dtype():
-    """The portable add kernel has no QInt8 support: execute fails with a message naming all three."""
-    from etkit.fb.ScalarType import ScalarType
-
-    method = Runtime.get().load_program(add_program(scalar_type=ScalarType.QINT8)).load_method("forward")
-    raw = torch.zeros(6, dtype=torch.uint8).numpy()
-    with pytest.raises(EtkitRuntimeError) as info:
-        method._native.execute([(12, [2, 3], raw), (12, [2, 3], raw)])
-    msg = str(info.value)
-    assert "aten::add.out" in msg and "'self'" in msg and "QInt8" in msg, msg
-
-
-def test_int64_add_runs_in_integer_arithmetic():
-    from etkit.fb.ScalarType import ScalarType
-
-    method = Runtime.get().load_program(add_program(scalar_type=ScalarType.LONG)).load_method("forward")
-    a = torch.tensor([[2**40, -3, 7], [0, 1, 2]], dtype=torch.int64)
-    (out,) = method.execute([a, a])
-    assert out.dtype == torch.int64 and torch.equal(out, a + a)

@@ -115,3 +115,14 @@ def test_runner_without_inputs_uses_ones(et_programs, etkit_runner):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "output 0: shape [2, 3] dtype Float values [2, 2, 2, 2, 2, 2]" in proc.stdout
+
+
+@pytest.mark.parametrize("name", SAMPLES + ["stateful"])
+def test_executing_executorch_program_allocates_no_heap_memory(et_programs, native_build, name):
+    """tests/test_execute_no_alloc.cpp counts every malloc/new while Method::execute runs."""
+    from tests.runtime.conftest import NATIVE_TARGETS
+
+    tool = native_build / NATIVE_TARGETS["test_execute_no_alloc"]
+    proc = subprocess.run([str(tool), str(et_programs / f"{name}.pte")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "heap allocations during 3 x Method::execute: 0" in proc.stdout

@@ -12,6 +12,11 @@ The payload is ExecuTorch's XNNPACK payload (``XH00`` header, ``XN01`` flatbuffe
   ``constant_data[i]`` gives offset/size; ``named_key`` is not used.
 - NCHW: inputs and outputs stay contiguous; explicit ``XNNStaticTranspose`` nodes move 4-D data to
   NHWC for convolutions/poolings and back (see :mod:`etkit_xnnpack.operators.context`).
+- Folding at compile time: batch norm after a convolution goes into its weights; views/permutes of
+  constants are evaluated; Python scalars become 1-element fp32 constants.
+- Ops without an XNNPACK node of their own are written with ones that exist: layer norm (pooling and
+  arithmetic, :mod:`etkit_xnnpack.operators.norm`), select (slice + reshape), split (slices),
+  standalone batch norm (multiply + add).
 """
 from __future__ import annotations
 

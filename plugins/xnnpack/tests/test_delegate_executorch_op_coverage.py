@@ -9,10 +9,15 @@ Together the modules reach every XNNPACK node family the delegate defines from E
 unary (xnn_define_unary: sigmoid, tanh, exp, log, sqrt, rsqrt, floor, ceil, negate, abs, hardswish,
 gelu, leaky_relu, sine, cosine, clamp, square), binary (xnn_define_binary: add, subtract, multiply,
 divide, minimum, maximum, prelu), convolution/deconvolution/depthwise, max/avg/global pooling,
-bilinear resize, constant pad, concatenate 2..5, slice, transpose, softmax, batch matmul, reshape.
+bilinear resize, constant pad, concatenate 2..5, slice, transpose, softmax, batch matmul, reshape;
+and quantized payloads from ExecuTorch's XNNPACKQuantizer (PT2E): per-tensor qint8 activations,
+per-channel qcint8 weights, qint32 biases, convert nodes, and dynamically quantized (qdint8) linears.
 
-Tolerance: atol = 1e-4 * (max - min of the eager output), rtol = 0 (fp32 kernels reorder sums and
-approximate transcendental functions to a few ulp).
+Tolerance: float programs atol = 1e-4 * (max - min of the eager output), rtol = 0 (fp32 kernels
+reorder sums and approximate transcendental functions to a few ulp). Quantized programs are compared
+with the quantized (convert_pt2e) eager module at atol = 1e-2 * range: XNNPACK requantizes in integer
+arithmetic and computes dynamic quantization parameters itself, a wrong scale or zero point is off by
+far more.
 """
 from __future__ import annotations
 
@@ -77,13 +82,59 @@ def cases() -> dict:
     }
 
 
+class QuantMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+        self.b = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+class QuantConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+        self.d = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x):
+        return torch.relu(self.d(torch.relu(self.c(x))))
+
+
+def quantized_cases() -> dict:
+    """name -> (float module, inputs, get_symmetric_quantization_config kwargs); deterministic."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    return {
+        "q_mlp_static": (QuantMLP().eval(), (torch.randn(4, 16, generator=g),), {"is_per_channel": True}),
+        "q_conv_static": (QuantConv().eval(), (torch.randn(1, 3, 12, 12, generator=g),), {"is_per_channel": True}),
+        "q_mlp_dynamic": (QuantMLP().eval(), (torch.randn(4, 16, generator=g),),
+                          {"is_per_channel": True, "is_dynamic": True}),
+    }
+
+
+def _quantize_with_executorch(module, inputs, config_kwargs):
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer, get_symmetric_quantization_config)
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**config_kwargs))
+    prepared = prepare_pt2e(torch.export.export(module, inputs).module(), quantizer)
+    prepared(*inputs)  # calibration
+    return convert_pt2e(prepared)
+
+
 def make_programs_with_executorch(outdir: Path) -> None:
     """Oracle side: lower every case with ExecuTorch's XnnpackPartitioner (never imports etkit)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
     manifest = {}
-    for name, (module, inputs) in cases().items():
+    todo = dict(cases())
+    for name, (module, inputs, config_kwargs) in quantized_cases().items():
+        todo[name] = (_quantize_with_executorch(module, inputs, config_kwargs), inputs)
+    for name, (module, inputs) in todo.items():
         with torch.no_grad():
             out = module(*inputs)
         edge = to_edge_transform_and_lower(torch.export.export(module, inputs), partitioner=[XnnpackPartitioner()])
@@ -123,17 +174,20 @@ def et_op_programs(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("name", sorted(cases()))
+@pytest.mark.parametrize("name", sorted(cases()) + sorted(quantized_cases()))
 def test_executorch_lowered_ops_run_on_etkit_xnnpack_and_match_eager(et_op_programs, name):
     from etkit.runtime import Runtime
 
     manifest = json.loads((et_op_programs / "manifest.json").read_text())
-    # Everything but at most a concatenation is delegated, so the numbers below come from XNNPACK.
-    assert set(manifest[name]["undelegated"]) <= {"aten.cat.default"}, manifest[name]
+    # Everything but at most a concatenation or a final mean is delegated, so the numbers below come
+    # from XNNPACK.
+    assert set(manifest[name]["undelegated"]) <= {"aten.cat.default", "aten.mean.dim"}, manifest[name]
     ref = torch.load(et_op_programs / f"{name}.pt")
     method = Runtime.get().load_program(et_op_programs / f"{name}.pte").load_method("forward")
     actual = method.execute(list(ref["inputs"]))
     assert len(actual) == len(ref["outputs"])
+    relative_atol = 1e-2 if name in quantized_cases() else 1e-4
     for i, (a, e) in enumerate(zip(actual, ref["outputs"])):
         spread = (e.max() - e.min()).item()
-        torch.testing.assert_close(a, e, atol=1e-4 * spread, rtol=0, msg=lambda m: f"{name} output {i}: {m}")
+        torch.testing.assert_close(a, e, atol=relative_atol * spread, rtol=0,
+                                   msg=lambda m: f"{name} output {i}: {m}")

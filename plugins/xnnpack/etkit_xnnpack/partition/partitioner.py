@@ -3,8 +3,9 @@
 Follows ExecuTorch's XNNPACK partitioner (seed pages "XNNPACK Backend", "Partitioner API"): one
 config per op family decides per node; supported nodes are grouped into cycle-free partitions by
 torch's ``CapabilityBasedPartitioner``; every partition gets its own tag
-(``node.meta["delegation_tag"]``) and the constants only it uses are tagged with it. Every node
-left out is reported with the reason (``report()``).
+(``node.meta["delegation_tag"]``) and the constants only it uses are tagged with it (a constant
+that several partitions use is first duplicated, one copy per partition, because XNNPACK needs
+static weights). Every node left out is reported with the reason (``report()``).
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 // C++ tests of the XNNPACK delegate through etkit's BackendInterface, with payloads built here with
 // the flatc-generated builders (the same wire layout ExecuTorch's XNNPACK preprocess writes).
 // Prints one line per test and closes with "N passed, M failed"; exits non-zero on any failure.
+// ETKIT_XNNPACK_TEST_TRACE=1 logs each byte flip of the corruption test to stderr and writes the
+// payload being tried to /tmp/etkit_xnnpack_flip.bin (to find the input of a crash).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
