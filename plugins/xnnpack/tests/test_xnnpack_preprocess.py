@@ -169,3 +169,13 @@ def test_python_scalars_become_float32_one_element_constants():
     mul, add = (n.xnodeUnion for n in graph.xnodes)
     np.testing.assert_array_equal(constant_array(graph, constants, mul.input2Id), [2.0])
     np.testing.assert_array_equal(constant_array(graph, constants, add.input2Id), [0.5])
+
+
+def test_describe_lists_header_values_and_nodes():
+    from etkit_xnnpack.serialization.describe import describe_payload
+
+    text = describe_payload(payload_of(TwoInputs(), (torch.randn(3), torch.randn(4, 3))))
+    assert text.startswith("header: flatbuffer at 32")
+    assert "externs: 4, inputs [0, 1]" in text
+    assert "node 0: XNNMultiply(" in text and "node 1: XNNSubtract(" in text
+    assert "constant #1 @0+4" in text
