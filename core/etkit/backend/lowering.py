@@ -18,11 +18,11 @@ from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument
 
+from ..passes.lifted_constants import drop_unused_constants
 from ..plugins import get_backend_spec
 from .backend_details import PreprocessResult
 from .delegate import LoweredBackendModule, executorch_call_delegate
 from .partitioner import DELEGATION_TAG, PartitionReport, Partitioner
-from .utils import is_constant
 
 
 class LoweringError(RuntimeError):
@@ -140,19 +140,6 @@ def _preprocess(backend_id: str, sub: ExportedProgram, compile_specs: list, tag:
     return result
 
 
-def _remove_constant_placeholders(ep: ExportedProgram, consts: list) -> None:
-    for node in consts:
-        if node.users:
-            continue
-        spec = next(s for s in ep.graph_signature.input_specs if s.arg.name == node.name)
-        ep.graph_signature.input_specs.remove(spec)
-        ep.graph.erase_node(node)
-        still_used = any(s.target == spec.target for s in ep.graph_signature.input_specs)
-        if not still_used:
-            ep.state_dict.pop(spec.target, None)
-            ep.constants.pop(spec.target, None)
-
-
 def _next_module_index(gm: torch.fx.GraphModule) -> int:
     i = 0
     while hasattr(gm, f"lowered_module_{i}"):
@@ -193,7 +180,7 @@ def lower_partitions(ep: ExportedProgram, partition_tags: dict) -> ExportedProgr
         for node in reversed(compute):
             node.meta.pop(DELEGATION_TAG, None)
             gm.graph.erase_node(node)
-        _remove_constant_placeholders(ep, consts)
+        drop_unused_constants(ep)
         _stable_topological_sort(gm.graph)
     for node in gm.graph.nodes:
         node.meta.pop(DELEGATION_TAG, None)
