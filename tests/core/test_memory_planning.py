@@ -59,3 +59,25 @@ def test_greedy_places_disjoint_lifetimes_at_the_same_offset():
 def test_unknown_algorithm_is_rejected_with_the_choices():
     with pytest.raises(ValueError, match="greedy"):
         MemoryPlanningPass("best")
+
+
+def test_alloc_graph_input_and_output_false_leave_those_tensors_unplanned():
+    from etkit.serialize import deserialize_pte
+
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    edge = etkit.to_edge(torch.export.export(Mlp(), (torch.randn(2, 4),)))
+    config = etkit.ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=False))
+    plan = deserialize_pte(edge.to_executorch(config).buffer).program.executionPlan[0]
+    (inp,), (out,) = plan.inputs, plan.outputs
+    assert plan.values[inp].val.allocationInfo is None
+    assert plan.values[out].val.allocationInfo is None
+    planned = [v.val for v in plan.values if v.valType == 5 and v.val.allocationInfo is not None]
+    assert planned, "intermediate tensors must still be planned"

@@ -272,7 +272,11 @@ class MethodEmitter:
             else:
                 last = self._last_use(node, position, end)
             label = f"{node.name}[{i}]" if is_tuple else node.name
-            outs.append(self._planned_tensor(node, t, label, (position[node], last)))
+            is_method_output = not is_tuple and any(u.op == "output" for u in node.users)
+            if is_method_output and not self.planner.alloc_graph_output:
+                outs.append(self._tensor_value(node, t))  # the caller provides this output's memory
+            else:
+                outs.append(self._planned_tensor(node, t, label, (position[node], last)))
         self.node_values[node] = tuple(outs) if is_tuple else outs[0]
 
     def _plan_memory(self) -> None:
