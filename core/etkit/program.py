@@ -142,7 +142,7 @@ class EdgeProgramManager:
                 ep.graph_module.recompile()
             new[name] = ep
         manager = EdgeProgramManager(new, self.compile_config)
-        manager.partition_reports = copy.copy(self.partition_reports)
+        manager.partition_reports = {k: list(v) for k, v in self.partition_reports.items()}
         return manager
 
     def _lower_method(self, name: str, partitioner: Partitioner) -> None:
@@ -190,7 +190,6 @@ class ExecutorchBackendConfig:
     delegate_alignment: Optional[int] = None
     extract_delegate_segments: bool = True
     constant_folding: bool = True
-    passes: list = field(default_factory=list)
 
 
 class ExecutorchProgramManager:

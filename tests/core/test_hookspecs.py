@@ -42,3 +42,23 @@ def test_memory_planning_requirements_raise_planned_alignment():
     offsets = [a.mem_offset for a in program.memory_plans["forward"].allocations]
     assert len(offsets) >= 3 and all(o % 64 == 0 for o in offsets), offsets
     assert any(o != 0 for o in offsets), "tensors that live together must be placed apart"
+
+
+def test_a_plugin_breaking_the_contract_is_reported_not_fatal(monkeypatch):
+    import types
+    from importlib import metadata
+
+    from etkit.plugins.manager import EtkitPluginManager
+
+    broken = types.ModuleType("broken_plugin")
+
+    @hookimpl
+    def etkit_register_backend(register):  # misspelled hook
+        pass
+    broken.etkit_register_backend = etkit_register_backend
+    ep = metadata.EntryPoint(name="broken", value="broken_plugin", group="etkit.backends")
+    monkeypatch.setattr(metadata, "entry_points", lambda group=None: [ep])
+    monkeypatch.setitem(__import__("sys").modules, "broken_plugin", broken)
+    manager = EtkitPluginManager()
+    assert "breaks the etkit plugin contract" in manager.load_errors["broken"]
+    assert manager.registry.specs() == []

@@ -141,3 +141,53 @@ def test_etkit_backends_lists_the_toy_backend(toy_plugin, capsys):
     assert main(["backends"]) == 0
     out = capsys.readouterr().out
     assert TOY_ID in out and "0.0.1" in out and "yes" in out
+
+
+def test_lowered_program_signature_names_the_delegate_outputs(toy_plugin):
+    class TwoOutputs(torch.nn.Module):
+        def forward(self, x, y):
+            a = x + y
+            return a * y, torch.relu(a)
+    ep = torch.export.export(TwoOutputs(), (torch.randn(2), torch.randn(2)))
+    lowered = etkit.to_edge_transform_and_lower(ep, partitioner=[ToyPartitioner()]).exported_program()
+    graph_outputs = [a.name for a in list(lowered.graph.nodes)[-1].args[0]]
+    assert [s.arg.name for s in lowered.graph_signature.output_specs] == graph_outputs
+    lowered.validate()
+
+
+def test_tagging_a_user_input_is_refused_naming_the_node(toy_plugin):
+    class TagsInputs(ToyPartitioner):
+        def partition(self, ep):
+            result = super().partition(ep)
+            for node in ep.graph.nodes:
+                if node.op == "placeholder":
+                    node.meta["delegation_tag"] = "toy_0"
+            return result
+    class AddOnly(torch.nn.Module):
+        def forward(self, x):
+            return x + x
+    ep = torch.export.export(AddOnly(), (torch.randn(2),))
+    with pytest.raises(LoweringError, match="node x .*only operator calls and constant placeholders"):
+        etkit.to_edge_transform_and_lower(ep, partitioner=[TagsInputs()])
+
+
+def test_multi_method_program_stores_shared_weights_once():
+    linear = torch.nn.Linear(64, 64)
+
+    class A(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = linear
+
+        def forward(self, x):
+            return self.fc(x)
+
+    class B(A):
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    x = torch.randn(2, 64)
+    programs = {"a": torch.export.export(A(), (x,)), "b": torch.export.export(B(), (x,))}
+    contents = deserialize_pte(etkit.to_edge(programs).to_executorch().buffer)
+    weight_bytes = 64 * 64 * 4
+    assert sum(len(c) >= weight_bytes for c in contents.constant_data) == 1

@@ -23,21 +23,26 @@ from ..plugins import get_backend_spec
 from .backend_details import PreprocessResult
 from .delegate import LoweredBackendModule, executorch_call_delegate
 from .partitioner import DELEGATION_TAG, PartitionReport, Partitioner
+from .utils import is_constant, rename_output
 
 
 class LoweringError(RuntimeError):
     """A partition could not be lowered (cycle, failed preprocess, unknown backend)."""
 
 
-def _partition_nodes(graph: torch.fx.Graph, tag: str) -> tuple[list, list]:
+def _partition_nodes(ep: ExportedProgram, tag: str) -> tuple[list, list]:
     compute, consts = [], []
-    for node in graph.nodes:
+    for node in ep.graph.nodes:
         if node.meta.get(DELEGATION_TAG) != tag:
             continue
         if node.op == "call_function":
             compute.append(node)
-        elif node.op == "placeholder":
+        elif node.op == "placeholder" and is_constant(ep, node):
             consts.append(node)
+        else:
+            raise LoweringError(
+                f"partition {tag!r}: node {node.name} ({node.op}) was tagged, but only operator calls and "
+                f"constant placeholders can move into a delegate; the partitioner must not tag it")
     return compute, consts
 
 
@@ -151,7 +156,7 @@ def lower_partitions(ep: ExportedProgram, partition_tags: dict) -> ExportedProgr
     """Replace every tagged partition of ``ep`` (modified in place) with a delegate call."""
     gm = ep.graph_module
     for tag, delegation_spec in partition_tags.items():
-        compute, consts = _partition_nodes(gm.graph, tag)
+        compute, consts = _partition_nodes(ep, tag)
         if not compute:
             continue
         _check_no_cycle(compute, tag)
@@ -176,6 +181,7 @@ def lower_partitions(ep: ExportedProgram, partition_tags: dict) -> ExportedProgr
             item.meta = {"val": out.meta.get("val")}
             out.replace_all_uses_with(item, delete_user_cb=lambda user: user.meta.get(DELEGATION_TAG) != tag
                                       or user.op == "output")
+            rename_output(ep, out.name, item.name)
             prev = item
         for node in reversed(compute):
             node.meta.pop(DELEGATION_TAG, None)

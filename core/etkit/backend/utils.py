@@ -5,11 +5,13 @@ from typing import Optional
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputSpec, TensorArgument
 
 from .partitioner import DELEGATION_TAG
 
-_CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+#: Input kinds whose values are known ahead of time.
+CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+_CONSTANT_KINDS = CONSTANT_KINDS
 
 
 def _input_spec(ep: ExportedProgram, node: torch.fx.Node):
@@ -66,3 +68,15 @@ def node_target_name(node: torch.fx.Node) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
     return getattr(target, "__name__", str(target))
+
+
+def rename_output(ep: ExportedProgram, old_name: str, new_name: str) -> None:
+    """Point the graph signature's outputs named ``old_name`` at ``new_name`` after a graph rewrite.
+
+    Every pass that replaces a node feeding the output node must call this, or the program's signature
+    names a node that no longer exists.
+    """
+    specs = ep.graph_signature.output_specs
+    for i, spec in enumerate(specs):
+        if isinstance(spec.arg, TensorArgument) and spec.arg.name == old_name:
+            specs[i] = OutputSpec(kind=spec.kind, arg=TensorArgument(name=new_name), target=spec.target)

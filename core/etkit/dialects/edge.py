@@ -110,29 +110,47 @@ def _is_tensor_type(arg) -> bool:
     return isinstance(arg.type, torch.TensorType)
 
 
+def _scalar_dtype(value, node: torch.fx.Node) -> torch.dtype:
+    """dtype of the 0-dim tensor replacing ``value`` so the op computes what it did with the scalar."""
+    if isinstance(value, bool):
+        return torch.bool
+    peers = [a.meta.get("val") for a in node.all_input_nodes]
+    peer = next((t.dtype for t in peers if isinstance(t, torch.Tensor)), None)
+    if isinstance(value, float):
+        return peer if peer is not None and peer.is_floating_point else torch.float32
+    if peer is not None and peer != torch.bool:
+        return peer  # int with an int tensor keeps its dtype; with a float tensor the result is that float
+    return torch.int64
+
+
 def scalars_to_tensors(ep) -> None:
     """Give every ``Tensor`` argument that holds a Python number a 0-dim constant tensor instead.
 
     ``x / 4.0`` exports as ``aten.div.Tensor(x, 4.0)``, but its out variant (and a backend's binary op)
-    needs a tensor there. A 0-dim tensor promotes exactly like the scalar it replaces (float → float32,
-    int → int64, bool → bool: a 0-dim operand never widens a dimensioned one of the same kind).
+    needs a tensor there. The constant takes the dtype of the op's tensor operand (a 0-dim operand never
+    widens a dimensioned one of the same kind, so the result dtype is unchanged), and positional and
+    keyword arguments are both converted.
     """
     from ..passes.lifted_constants import add_constant, fake_like
     for node in list(ep.graph.nodes):
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
-        schema = node.target._schema
-        args = list(node.args)
+        schema_args = node.target._schema.arguments
+        args, kwargs = list(node.args), dict(node.kwargs)
         changed = False
-        for i, (arg, value) in enumerate(zip(schema.arguments, args)):
+        for i, arg in enumerate(schema_args):
+            if i < len(args):
+                value, put = args[i], (lambda v, i=i: args.__setitem__(i, v))
+            elif arg.name in kwargs:
+                value, put = kwargs[arg.name], (lambda v, k=arg.name: kwargs.__setitem__(k, v))
+            else:
+                continue
             if _is_tensor_type(arg) and isinstance(value, (bool, int, float)):
-                dtype = torch.bool if isinstance(value, bool) else (
-                    torch.int64 if isinstance(value, int) else torch.float32)
-                tensor = torch.tensor(value, dtype=dtype)
-                args[i] = add_constant(ep, f"_scalar_{node.name}_{arg.name}", tensor, fake_like(ep, tensor))
+                tensor = torch.tensor(value, dtype=_scalar_dtype(value, node))
+                put(add_constant(ep, f"_scalar_{node.name}_{arg.name}", tensor, fake_like(ep, tensor)))
                 changed = True
         if changed:
-            node.args = tuple(args)
+            node.args, node.kwargs = tuple(args), kwargs
     ep.graph_module.recompile()
 
 

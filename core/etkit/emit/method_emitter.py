@@ -46,11 +46,11 @@ from etkit.fb.Tensor import TensorT
 from etkit.fb.TensorList import TensorListT
 
 from ..backend.delegate import executorch_call_delegate
+from ..backend.utils import CONSTANT_KINDS, get_constant
 from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation
 from ..passes.out_variants import bind_arguments, kernel_name, out_variant
 from .dtypes import LAYOUT, MEMORY_FORMAT, dim_order, scalar_type
 
-_CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
 class EmitError(RuntimeError):
@@ -65,19 +65,15 @@ class ProgramData:
     delegate_data: list = field(default_factory=list)
     named_data: dict = field(default_factory=dict)
     _constant_ids: dict = field(default_factory=dict)
-    _keep_alive: list = field(default_factory=list)
 
     def add_constant(self, tensor: torch.Tensor) -> int:
-        """Index of ``tensor``'s bytes in the constant segment (the same tensor object is stored once)."""
-        key = id(tensor)
-        self._keep_alive.append(tensor)
-        if key in self._constant_ids:
-            return self._constant_ids[key]
+        """Index of ``tensor``'s bytes (contiguous) in the constant segment; equal bytes are stored once."""
         t = tensor.detach().contiguous()
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        self.constant_data.append(raw)
-        self._constant_ids[key] = len(self.constant_data) - 1
-        return self._constant_ids[key]
+        if raw not in self._constant_ids:
+            self.constant_data.append(raw)
+            self._constant_ids[raw] = len(self.constant_data) - 1
+        return self._constant_ids[raw]
 
     def add_named_data(self, entries: dict, owner: str) -> None:
         for key, data in entries.items():
@@ -217,10 +213,11 @@ class MethodEmitter:
             if node.op == "placeholder":
                 spec = specs[node.name]
                 val = node.meta.get("val")
-                if spec.kind in _CONSTANT_KINDS:
-                    tensor = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+                if spec.kind in CONSTANT_KINDS:
+                    tensor = get_constant(ep, node)
                     idx = self.data.add_constant(tensor)
-                    self.node_values[node] = self._tensor_value(node, tensor, data_buffer_idx=idx)
+                    # stored contiguous (see add_constant), so the value says so whatever the source strides
+                    self.node_values[node] = self._tensor_value(node, tensor.contiguous(), data_buffer_idx=idx)
                 elif spec.kind == InputKind.USER_INPUT:
                     if isinstance(val, torch.Tensor):
                         if self.planner.alloc_graph_input:
@@ -272,7 +269,9 @@ class MethodEmitter:
             else:
                 last = self._last_use(node, position, end)
             label = f"{node.name}[{i}]" if is_tuple else node.name
-            is_method_output = not is_tuple and any(u.op == "output" for u in node.users)
+            readers = [u for u in node.users if u.target is operator.getitem and u.args[1] == i] if is_tuple \
+                else [node]
+            is_method_output = any(u.op == "output" for r in readers for u in r.users)
             if is_method_output and not self.planner.alloc_graph_output:
                 outs.append(self._tensor_value(node, t))  # the caller provides this output's memory
             else:

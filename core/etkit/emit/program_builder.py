@@ -21,10 +21,11 @@ def build_program(programs: dict, config) -> tuple:
     alignment = get_plugin_manager().memory_alignment()
     data = ProgramData()
     plans, plans_by_name = [], {}
+    if config.constant_folding:
+        programs = copy.deepcopy(programs)  # one copy for all methods, so weights they share stay shared
     for name in sorted(programs):
         ep = programs[name]
         if config.constant_folding:
-            ep = copy.deepcopy(ep)
             fold_constants(ep)
         emitter = MethodEmitter(name, ep, data, planner, alignment)
         plans.append(emitter.emit())

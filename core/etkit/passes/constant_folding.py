@@ -11,7 +11,7 @@ import operator
 import torch
 from torch.export import ExportedProgram
 
-from ..backend.utils import get_constant
+from ..backend.utils import get_constant, rename_output
 from .lifted_constants import add_constant, drop_unused_constants
 
 #: Ops never folded: their result depends on more than their inputs.
@@ -58,6 +58,7 @@ def fold_constants(ep: ExportedProgram, max_growth_bytes: int = 1 << 16) -> int:
             continue  # only feeds other folded nodes
         placeholder = add_constant(ep, f"_folded_{node.name}", values[node], node.meta["val"])
         node.replace_all_uses_with(placeholder)
+        rename_output(ep, node.name, placeholder.name)
         count += 1
     for node in reversed(folded):
         if not node.users:

@@ -72,6 +72,9 @@ def bind_arguments(op: torch._ops.OpOverload, out_op: torch._ops.OpOverload, nod
             values.append((arg, given[arg.name]))
         elif arg.has_default_value():
             values.append((arg, arg.default_value))
-        else:
+        elif isinstance(arg.type, torch.OptionalType):
             values.append((arg, None))
+        else:
+            raise NoOutVariantError(f"node {node.name}: {out_op} needs argument {arg.name!r}, which the call to "
+                                    f"{op} does not provide")
     return values

@@ -96,13 +96,20 @@ class EtkitPluginManager:
                 continue
             if self.pm.get_plugin(ep.name) is not None:
                 continue
+            # an installed-but-broken plugin is reported (`etkit backends` shows it), not fatal to the others
             try:
                 plugin = ep.load()
-            except Exception as exc:  # an installed-but-broken plugin is reported, not fatal to the others
+            except Exception as exc:
                 self.load_errors[ep.name] = f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}"
                 continue
-            self.pm.register(plugin, name=ep.name)
-        self.pm.check_pending()
+            try:
+                self.pm.register(plugin, name=ep.name)
+                self.pm.check_pending()
+            except pluggy.PluginValidationError as exc:
+                if self.pm.get_plugin(ep.name) is not None:
+                    self.pm.unregister(name=ep.name)
+                self.load_errors[ep.name] = f"{ep.value!r} breaks the etkit plugin contract: {exc}"
+
 
     def add_plugin(self, plugin: object, name: str) -> None:
         """Register an in-process plugin object (tests, notebooks); rebuilds the registries."""
