@@ -81,3 +81,33 @@ def test_alloc_graph_input_and_output_false_leave_those_tensors_unplanned():
     assert plan.values[out].val.allocationInfo is None
     planned = [v.val for v in plan.values if v.valType == 5 and v.val.allocationInfo is not None]
     assert planned, "intermediate tensors must still be planned"
+
+
+def test_emitted_program_never_shares_bytes_between_tensors_live_at_once(resnet_edge):
+    """Recompute lifetimes from the written instructions alone (not the planner's input) and check them."""
+    from etkit.serialize import deserialize_pte
+
+    plan = deserialize_pte(resnet_edge.to_executorch().buffer).program.executionPlan[0]
+    instructions = plan.chains[0].instructions
+    end = len(instructions)
+    first, last = {}, {}
+    for i in plan.inputs:
+        first[i], last[i] = -1, -1
+    for k, ins in enumerate(instructions):
+        for v in ins.instrArgs.args:
+            first.setdefault(v, k)
+            last[v] = k
+    for o in plan.outputs:
+        last[o] = end
+    spans = []
+    for v, (start, stop) in ((v, (first[v], last[v])) for v in first):
+        val = plan.values[v]
+        if val.valType != 5 or val.val.allocationInfo is None:  # 5 = Tensor
+            continue
+        nbytes = 4 * int(torch.tensor(list(val.val.sizes)).prod()) if len(val.val.sizes) else 4
+        offset = val.val.allocationInfo.memoryOffsetLow
+        spans.append((v, start, stop, offset, offset + nbytes))
+    assert len(spans) > 50
+    for (a, s1, e1, lo1, hi1), (b, s2, e2, lo2, hi2) in itertools.combinations(spans, 2):
+        if s1 <= e2 and s2 <= e1:
+            assert hi1 <= lo2 or hi2 <= lo1, f"values {a} and {b} are live together but share bytes"
