@@ -73,19 +73,23 @@ class XnnpackBackend(BackendDetails):
             LoweringError: naming the node and op that cannot be expressed (the partitioner should not
                 have tagged it).
         """
-        return PreprocessResult(processed_bytes=build_payload(edge_program), debug_handle_map={})
+        payload, named_data = build_payload(edge_program)
+        return PreprocessResult(processed_bytes=payload, debug_handle_map={}, named_data=named_data)
 
 
-def build_payload(ep: ExportedProgram) -> bytes:
-    """The payload bytes for ``ep`` (see :class:`XnnpackBackend.preprocess`)."""
+def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
+    """The payload bytes for ``ep`` and the named data its constants live in (see
+    :class:`XnnpackBackend.preprocess`)."""
     from .operators import LOWERINGS, LoweringContext, LoweringError
     from .operators.context import node_desc
+    from .operators.quant import QuantPlan
     from .serialization.graph_builder import XnnGraphBuilder
     from etkit.backend.utils import is_constant
 
     builder = XnnGraphBuilder()
     ctx = LoweringContext(ep, builder)
     ctx.bn_folded_into = find_foldable_batch_norms(ep, ctx)
+    ctx.quant_plan = QuantPlan(ep.graph, ctx.constant)
 
     graph = ep.graph
     for node in graph.nodes:
@@ -107,7 +111,13 @@ def build_payload(ep: ExportedProgram) -> bytes:
             raise LoweringError(f"{node_desc(node)} has no XNNPACK lowering; it should not have been partitioned "
                                 f"to XnnpackBackend")
         ctx.debug_handle = int(node.meta.get("debug_handle", 0) or 0)
+        fused_into = ctx.quant_plan.fused.get(node)
+        if fused_into is not None:
+            ctx.alias(node, fused_into)  # activation applied as the int8 op's output clamp
+            continue
+        ctx.quant_mode = ctx.quant_plan.is_quantized(node)
         lowering(ctx, node)
+        ctx.quant_mode = False
 
     outputs = output_node.args[0] if output_node is not None else []
     if not isinstance(outputs, (list, tuple)):
@@ -123,4 +133,4 @@ def build_payload(ep: ExportedProgram) -> bytes:
             ctx.unary("XNNCopy", vid, copy)
             vid = copy
         builder.mark_external(vid, is_input=False)
-    return builder.to_payload()
+    return builder.to_payload(), builder.named_data

@@ -42,19 +42,20 @@ def _run(args: list[str], outdir: str) -> dict:
     return torch.load(os.path.join(outdir, "result.pt"), weights_only=False)
 
 
-def run_model_with_payload(model_name: str, payload: bytes) -> dict:
-    """ExecuTorch lowers oracle_models.MODEL itself but runs ``payload`` as its XNNPACK delegate."""
+def run_model_with_payload(model_name: str, payload: bytes, named_data: dict) -> dict:
+    """ExecuTorch lowers oracle_models.MODEL itself but runs ``payload`` (whose constants are in
+    ``named_data``) as its XNNPACK delegate."""
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "payload.bin")
-        Path(path).write_bytes(payload)
+        path = os.path.join(d, "payload.pt")
+        torch.save({"payload": payload, "named_data": dict(named_data)}, path)
         return _run(["model", model_name, path, d], d)
 
 
 def run_payloads(cases: list) -> list:
-    """For each ``(payload, inputs, output_shapes)``: the outputs of ``payload`` executed by ExecuTorch's
-    XNNPACK delegate on ``inputs`` (one oracle process for all cases)."""
+    """For each ``(payload, named_data, inputs, output_shapes)``: the outputs of ``payload`` executed by
+    ExecuTorch's XNNPACK delegate on ``inputs`` (one oracle process for all cases)."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "io.pt")
-        torch.save([{"payload": p, "inputs": list(i), "output_shapes": [list(s) for s in shapes]}
-                    for p, i, shapes in cases], path)
+        torch.save([{"payload": p, "named_data": dict(nd), "inputs": list(i),
+                     "output_shapes": [list(s) for s in shapes]} for p, nd, i, shapes in cases], path)
         return [r["outputs"] for r in _run(["stub", path, d], d)]

@@ -112,8 +112,13 @@ def test_batch_norm_is_accepted_after_conv_and_standalone_but_needs_constant_sta
 def test_config_precisions_filters_configs():
     from etkit_xnnpack.partition import ConfigPrecisionType
 
-    assert XnnpackPartitioner(config_precisions=ConfigPrecisionType.FP32).configs
-    assert XnnpackPartitioner(config_precisions=[ConfigPrecisionType.STATIC_QUANT]).configs == []
+    fp32 = {c.name for c in XnnpackPartitioner(config_precisions=ConfigPrecisionType.FP32).configs}
+    static = {c.name for c in XnnpackPartitioner(config_precisions=[ConfigPrecisionType.STATIC_QUANT]).configs}
+    assert {"ConvolutionConfig", "SoftmaxConfig"} <= fp32 and "QuantizeConfig" not in fp32
+    assert static == {"QuantizeConfig", "DequantizeConfig", "ConvolutionConfig", "LinearConfig", "AddmmConfig",
+                      "MmConfig", "BinaryConfig", "ClampConfig", "MeanDimConfig", "MaxPool2dConfig", "GetItemConfig",
+                      "ReshapeConfig", "PermuteConfig", "CatConfig"}
+    assert XnnpackPartitioner(config_precisions=[ConfigPrecisionType.DYNAMIC_QUANT]).configs == []
 
 
 def test_custom_config_list_limits_what_is_delegated():

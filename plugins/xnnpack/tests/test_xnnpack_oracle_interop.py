@@ -27,13 +27,13 @@ def _etkit_payload(name):
     manager, partitioner = lower(model, inputs)
     mods = lowered_modules(manager)
     assert len(mods) == 1, partitioner.report().format()
-    return mods[0].processed_bytes
+    return mods[0].processed_bytes, mods[0].named_data
 
 
 @pytest.mark.parametrize("name", ["conv_block", "pool_cat", "attention_block", "upsample_block",
                                   "mobilenet_v2"])
 def test_executorch_runs_etkit_payload_like_eager(name):
-    result = run_model_with_payload(name, _etkit_payload(name))
+    result = run_model_with_payload(name, *_etkit_payload(name))
     assert len(result["outputs"]) == len(result["eager"])
     for got, want in zip(result["outputs"], result["eager"]):
         assert got.shape == want.shape
@@ -46,11 +46,15 @@ def _compute_kinds(graph):
     return [names[n.xnodeUnionType] for n in graph.xnodes if names[n.xnodeUnionType] not in skip]
 
 
+def _key(key) -> str:
+    return key.decode() if isinstance(key, bytes) else key
+
+
 def test_payload_matches_executorch_preprocess_structure_and_weights():
     name = "conv_block"
-    mine = _etkit_payload(name)
-    result = run_model_with_payload(name, mine)
-    _, g_mine, c_mine = parse_payload(mine)
+    mine, named = _etkit_payload(name)
+    result = run_model_with_payload(name, mine, named)
+    _, g_mine, _ = parse_payload(mine)
     _, g_et, _ = parse_payload(result["et_payload"])
     assert _compute_kinds(g_mine) == _compute_kinds(g_et)
     # Same externs (inputs then outputs) and same tensor dims at the boundary.
@@ -68,11 +72,11 @@ def test_payload_matches_executorch_preprocess_structure_and_weights():
         assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
         ta, tb = g_mine.xvalues[a.filterId].xvalueUnion, g_et.xvalues[b.filterId].xvalueUnion
         assert list(ta.dims) == list(tb.dims)
-        entry = g_mine.constantData[ta.constantBufferIdx]
-        w_mine = np.frombuffer(c_mine[entry.offset:entry.offset + entry.size], dtype=np.float32)
-        key = g_et.constantData[tb.constantBufferIdx].namedKey
-        key = key.decode() if isinstance(key, bytes) else key
-        w_et = np.frombuffer(result["et_named_data"][key], dtype=np.float32)
+        key_mine = _key(g_mine.constantData[ta.constantBufferIdx].namedKey)
+        key_et = _key(g_et.constantData[tb.constantBufferIdx].namedKey)
+        assert key_mine == key_et or len(named[key_mine]) == len(result["et_named_data"][key_et])
+        w_mine = np.frombuffer(named[key_mine], dtype=np.float32)
+        w_et = np.frombuffer(result["et_named_data"][key_et], dtype=np.float32)
         np.testing.assert_allclose(w_mine, w_et, rtol=1e-5, atol=1e-6)
 
 
@@ -109,7 +113,7 @@ def test_minilm_partitions_run_in_executorch_like_their_subgraphs(minilm_lowered
         with torch.no_grad():
             want = sub.graph_module(*args)
         want = list(want) if isinstance(want, (tuple, list)) else [want]
-        cases.append((mod.processed_bytes, inputs, [w.shape for w in want]))
+        cases.append((mod.processed_bytes, mod.named_data, inputs, [w.shape for w in want]))
         expected.append(want)
     for i, (got, want) in enumerate(zip(run_payloads(cases), expected)):
         assert len(got) == len(want), f"partition {i}"

@@ -59,8 +59,11 @@ def test_assemble_refuses_a_flatbuffer_without_the_xn01_identifier():
 
 
 @requires_fb
-def test_graph_builder_round_trips_values_nodes_and_aligned_constants():
-    from etkit_xnnpack.serialization.graph_builder import (XNN_INVALID_VALUE_ID, XNN_VALUE_FLAG_EXTERNAL_INPUT,
+def test_graph_builder_round_trips_values_nodes_and_named_constants():
+    import hashlib
+
+    from etkit_xnnpack.serialization.graph_builder import (NAMED_DATA_OFFSET, XNN_INVALID_VALUE_ID,
+                                                           XNN_VALUE_FLAG_EXTERNAL_INPUT,
                                                            XNN_VALUE_FLAG_EXTERNAL_OUTPUT, XnnGraphBuilder)
     from helpers import node_kind_names, parse_payload
 
@@ -68,7 +71,8 @@ def test_graph_builder_round_trips_values_nodes_and_aligned_constants():
     x = b.add_value([2, 3])
     b.mark_external(x, is_input=True)
     w = b.add_constant(np.arange(6, dtype=np.float32).reshape(2, 3))   # 24 bytes
-    bias = b.add_constant(np.array([0.5, -1.0], dtype=np.float32))    # next offset rounds up to 32
+    bias = b.add_constant(np.array([0.5, -1.0], dtype=np.float32))
+    again = b.add_constant(np.arange(6, dtype=np.float32).reshape(2, 3))  # same bytes: same key
     y = b.add_value([2, 2])
     b.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=x, filterId=w, biasId=bias, outputId=y, flags=0)
     b.mark_external(y, is_input=False)
@@ -77,15 +81,22 @@ def test_graph_builder_round_trips_values_nodes_and_aligned_constants():
     assert graph.numExterns == 2
     assert list(graph.inputIds) == [x] and list(graph.outputIds) == [y]
     tv = [v.xvalueUnion for v in graph.xvalues]
-    assert [t.idOut for t in tv] == [0, 1, 2, 3]
+    assert [t.idOut for t in tv] == [0, 1, 2, 3, 4]
     assert (tv[x].externalId, tv[x].flags) == (0, XNN_VALUE_FLAG_EXTERNAL_INPUT)
     assert (tv[y].externalId, tv[y].flags) == (1, XNN_VALUE_FLAG_EXTERNAL_OUTPUT)
     assert tv[w].externalId == XNN_INVALID_VALUE_ID and tv[w].constantBufferIdx == 1
-    offsets = [(c.offset, c.size) for c in graph.constantData]
-    assert offsets == [(0, 0), (0, 24), (32, 8)]
-    assert constants[0:24] == np.arange(6, dtype=np.float32).tobytes()
-    assert constants[32:40] == np.array([0.5, -1.0], dtype=np.float32).tobytes()
-    assert header.constant_data_size == len(constants) == 40
+    # Constants live in the program's named data, keyed by sha256 (ExecuTorch's layout); the payload's
+    # own constant section is empty.
+    w_bytes = np.arange(6, dtype=np.float32).tobytes()
+    b_bytes = np.array([0.5, -1.0], dtype=np.float32).tobytes()
+    keys = [hashlib.sha256(w_bytes).hexdigest(), hashlib.sha256(b_bytes).hexdigest()]
+    entries = [(c.offset, c.size, c.namedKey.decode() if isinstance(c.namedKey, bytes) else c.namedKey)
+               for c in graph.constantData[1:]]
+    assert entries == [(NAMED_DATA_OFFSET, 24, keys[0]), (NAMED_DATA_OFFSET, 8, keys[1]),
+                       (NAMED_DATA_OFFSET, 24, keys[0])]
+    assert tv[again].constantBufferIdx == 3
+    assert b.named_data == {keys[0]: w_bytes, keys[1]: b_bytes}
+    assert header.constant_data_size == len(constants) == 0
     node = graph.xnodes[0]
     assert node_kind_names()[node.xnodeUnionType] == "XNNFullyConnected"
     assert (node.xnodeUnion.filterId, node.xnodeUnion.biasId, node.xnodeUnion.outputId) == (w, bias, y)

@@ -19,6 +19,8 @@ import torch
 from torch.export import ExportedProgram
 
 from ..serialization.graph_builder import XNN_INVALID_VALUE_ID, XnnGraphBuilder
+from .quant import (DEQUANTIZE_OPS, QINT8, Int8Params, QuantPlan, activation_params, is_dequantize,
+                    is_quantize)
 
 CONTIG = "contig"
 NHWC = "nhwc"
@@ -39,6 +41,7 @@ FOLDABLE_OPS = {
     aten.squeeze_copy.dim, aten.squeeze_copy.dims, aten.squeeze_copy.default, aten.squeeze.dim,
     aten.clone.default, aten.alias_copy.default, aten.detach_copy.default, aten.expand_copy.default,
     aten.expand.default, aten.slice_copy.Tensor, aten.slice.Tensor, aten.select_copy.int, aten.select.int,
+    *DEQUANTIZE_OPS,
 }
 
 
@@ -89,6 +92,10 @@ class LoweringContext:
         #: split-like nodes whose getitem users are lowered one by one.
         self.multi_output_ops: set[torch.fx.Node] = set()
         self.debug_handle = 0
+        #: which ops run on int8 data (see :mod:`.quant`); set by preprocess.
+        self.quant_plan: Optional[QuantPlan] = None
+        #: True while lowering an op of ``quant_plan``: its dequantized inputs are read as qint8.
+        self.quant_mode = False
 
     # ---- constants ----------------------------------------------------------------------------
 
@@ -138,6 +145,8 @@ class LoweringContext:
 
     def primary_layout(self, node: Any) -> str:
         """Layout a node's result was computed in (constants and numbers: CONTIG)."""
+        if is_dequantize(node) and node not in self._primary:
+            node = node.args[0]  # not materialized: int8 ops read the value behind it
         if isinstance(node, torch.fx.Node) and node in self._primary:
             return self._primary[node]
         return CONTIG
@@ -150,14 +159,45 @@ class LoweringContext:
                 if len(dims) != 4:
                     raise LoweringError(f"{node_desc(node)}: NHWC layout needs a 4-D tensor, got shape {dims}")
                 dims = [dims[i] for i in PERM_NCHW_TO_NHWC]
-        dtype = tensor_meta(node).dtype
-        if dtype not in XNN_DATATYPES:
-            raise LoweringError(f"{node_desc(node)}: dtype {dtype} is not supported by the XNNPACK delegate "
-                                f"(supported: {', '.join(map(str, XNN_DATATYPES))})")
-        vid = self.builder.add_value(dims, datatype=XNN_DATATYPES[dtype])
+        params = self.int8_params(node)
+        if params is not None:
+            vid = self.builder.add_value(dims, datatype=QINT8, quant=params.to_builder())
+        else:
+            dtype = tensor_meta(node).dtype
+            if dtype not in XNN_DATATYPES:
+                raise LoweringError(f"{node_desc(node)}: dtype {dtype} is not supported by the XNNPACK delegate "
+                                    f"(supported: {', '.join(map(str, XNN_DATATYPES))} and int8 from "
+                                    f"quantize/dequantize nodes)")
+            vid = self.builder.add_value(dims, datatype=XNN_DATATYPES[dtype])
         self._ids.setdefault(node, {})[layout] = vid
         self._primary.setdefault(node, layout)
         return vid
+
+    def int8_params(self, node: torch.fx.Node) -> Optional[Int8Params]:
+        """Quantization of ``node``'s result when it is int8 in the payload: a quantize node, an op
+        lowered on int8 (``quant_plan``), or an int8 partition input read by dequantize nodes."""
+        if self.quant_plan is not None and self.quant_plan.is_quantized(node):
+            return self.quant_plan.out_params[node]
+        if node.op == "call_function":
+            return activation_params(node) if is_quantize(node) else None
+        if node.op == "placeholder" and tensor_meta(node).dtype == torch.int8:
+            params = {activation_params(u) for u in node.users}
+            if len(params) != 1 or None in params:
+                raise LoweringError(f"int8 partition input {node.name} must be read only by per-tensor int8 "
+                                    f"dequantize nodes with one scale and zero point")
+            return params.pop()
+        return None
+
+    def intermediate(self, node: torch.fx.Node, dims: list[int]) -> int:
+        """A temporary value with ``node``'s datatype and quantization (e.g. before a final reshape)."""
+        params = self.int8_params(node)
+        if params is not None:
+            return self.builder.add_value(dims, datatype=QINT8, quant=params.to_builder())
+        return self.builder.add_value(dims)
+
+    def output_clamp(self, node: torch.fx.Node) -> Optional[tuple[float, float]]:
+        """The (min, max) of an activation fused into ``node`` (quantized partitions), else None."""
+        return self.quant_plan.clamp(node) if self.quant_plan is not None else None
 
     def alias(self, node: torch.fx.Node, source: torch.fx.Node) -> None:
         """Let ``node`` denote the very same values as ``source`` (getitem, folded batch norm)."""
@@ -182,6 +222,8 @@ class LoweringContext:
             return self.scalar_value(float(arg))
         if not isinstance(arg, torch.fx.Node):
             raise LoweringError(f"cannot use {arg!r} as an XNNPACK tensor")
+        if self.quant_mode and is_dequantize(arg):
+            arg = arg.args[0]  # an int8 op reads the quantized value itself
         if arg not in self._ids:
             const = self.constant(arg)
             if const is not None:
@@ -197,7 +239,7 @@ class LoweringContext:
         src_dims = self.builder.dims(src)
         if len(src_dims) != 4:
             raise LoweringError(f"node {arg.name}: cannot change layout of a {len(src_dims)}-D tensor")
-        out = self.builder.add_value([src_dims[p] for p in perm], datatype=self.builder.tensor_value(src).datatype)
+        out = self.builder.add_value_like(src, [src_dims[p] for p in perm])
         self.transpose(src, out, perm)
         per_layout[layout] = out
         return out

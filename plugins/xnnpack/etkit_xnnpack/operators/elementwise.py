@@ -58,7 +58,7 @@ def _lower_binary(ctx: LoweringContext, node: torch.fx.Node) -> None:
     a, b = node.args[0], node.args[1]
     layout = binary_layout(ctx, [a, b])
     ia, ib = _operand(ctx, a, layout), _operand(ctx, b, layout)
-    ctx.binary(union, ia, ib, ctx.define(node, layout))
+    ctx.binary(union, ia, ib, ctx.define(node, layout), output_min_max=ctx.output_clamp(node))
 
 
 for _name in BINARY_UNIONS:

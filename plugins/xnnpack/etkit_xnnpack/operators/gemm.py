@@ -13,6 +13,7 @@ import torch
 
 from ..serialization.graph_builder import XNN_INVALID_VALUE_ID
 from .context import CONTIG, NHWC, LoweringContext, LoweringError, node_desc
+from .quant import channel_scales, quantized_bias, quantized_filter, weight_quantization
 from .registry import lowers, op
 
 
@@ -23,12 +24,37 @@ def _const(ctx: LoweringContext, node: torch.fx.Node, arg, what: str) -> torch.T
     return value.detach().to(torch.float32)
 
 
+def _weights(ctx: LoweringContext, node: torch.fx.Node, input_id: int, filt: torch.Tensor, bias, w_arg,
+             channel_dim: int) -> tuple[int, int]:
+    """Filter and bias value ids: fp32, or for an op lowered on int8 (``ctx.quant_mode``) a qcint8
+    filter (scales along ``channel_dim``) and a qcint32 bias (see :mod:`.quant`)."""
+    if not ctx.quant_mode:
+        filter_id = ctx.constant_value(filt.contiguous())
+        bias_id = ctx.constant_value(bias.reshape(-1)) if bias is not None else XNN_INVALID_VALUE_ID
+        return filter_id, bias_id
+    found = weight_quantization(w_arg, ctx.constant)
+    if found is None:
+        raise LoweringError(f"{node_desc(node)}: the weight is not a symmetric int8 dequantize")
+    channels = filt.shape[channel_dim]
+    try:
+        scales = channel_scales(found[0], channels)
+        filter_id = quantized_filter(ctx.builder, filt, scales, channel_dim, f"{node_desc(node)} weight")
+    except ValueError as exc:
+        raise LoweringError(f"{node_desc(node)}: {exc}") from None
+    bias_id = XNN_INVALID_VALUE_ID
+    if bias is not None:
+        input_scale = ctx.builder.quant(input_id).scale
+        bias_id = quantized_bias(ctx.builder, bias.reshape(-1), input_scale, scales)
+    return filter_id, bias_id
+
+
 def _fully_connected(ctx: LoweringContext, node: torch.fx.Node, x, weight_nk: torch.Tensor,
-                     bias: torch.Tensor | None) -> None:
-    filter_id = ctx.constant_value(weight_nk.contiguous())
-    bias_id = ctx.constant_value(bias.reshape(-1)) if bias is not None else XNN_INVALID_VALUE_ID
-    ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=ctx.value(x, CONTIG), filterId=filter_id,
-                         biasId=bias_id, outputId=ctx.define(node, CONTIG), flags=0, debug_handle=ctx.debug_handle)
+                     bias: torch.Tensor | None, w_arg) -> None:
+    input_id = ctx.value(x, CONTIG)
+    filter_id, bias_id = _weights(ctx, node, input_id, weight_nk, bias, w_arg, 0)
+    ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=input_id, filterId=filter_id,
+                         biasId=bias_id, outputId=ctx.define(node, CONTIG), flags=0, debug_handle=ctx.debug_handle,
+                         output_min_max=ctx.output_clamp(node))
 
 
 @lowers(op("linear"))
@@ -37,7 +63,7 @@ def lower_linear(ctx: LoweringContext, node: torch.fx.Node) -> None:
     weight = _const(ctx, node, node.args[1], "weight")
     bias_arg = node.args[2] if len(node.args) > 2 else None
     bias = _const(ctx, node, bias_arg, "bias") if bias_arg is not None else None
-    _fully_connected(ctx, node, node.args[0], weight, bias)
+    _fully_connected(ctx, node, node.args[0], weight, bias, node.args[1])
 
 
 @lowers(op("addmm"))
@@ -47,14 +73,14 @@ def lower_addmm(ctx: LoweringContext, node: torch.fx.Node) -> None:
         raise LoweringError(f"{node_desc(node)}: beta/alpha other than 1 are not supported")
     weight = _const(ctx, node, node.args[2], "mat2 (weight)")
     bias = _const(ctx, node, node.args[0], "bias")
-    _fully_connected(ctx, node, node.args[1], weight.t(), bias)
+    _fully_connected(ctx, node, node.args[1], weight.t(), bias, node.args[2])
 
 
 @lowers(op("mm"))
 def lower_mm(ctx: LoweringContext, node: torch.fx.Node) -> None:
     """mm(x[M, K], W2[K, N]) with constant W2 -> fully connected without bias."""
     weight = _const(ctx, node, node.args[1], "mat2 (weight)")
-    _fully_connected(ctx, node, node.args[0], weight.t(), None)
+    _fully_connected(ctx, node, node.args[0], weight.t(), None, node.args[1])
 
 
 @lowers(op("bmm"))
@@ -118,9 +144,8 @@ def lower_convolution(ctx: LoweringContext, node: torch.fx.Node) -> None:
     else:
         filt = weight.permute(0, 2, 3, 1)              # OIHW -> OHWI
         union = "XNNConv2d"
-    filter_id = ctx.constant_value(filt.contiguous())
-    bias_id = ctx.constant_value(bias) if bias is not None else XNN_INVALID_VALUE_ID
     input_id = ctx.value(x, NHWC)
+    filter_id, bias_id = _weights(ctx, node, input_id, filt, bias, w_arg, 3 if depthwise else 0)
     output_id = ctx.define(node, NHWC)
     ctx.builder.add_node(
         union, "_XNNNodeConv",
@@ -129,4 +154,4 @@ def lower_convolution(ctx: LoweringContext, node: torch.fx.Node) -> None:
         dilationHeight=dilation[0], dilationWidth=dilation[1], groupInputChannels=group_in,
         groupOutputChannels=group_out, groups=groups, adjustmentHeight=adjustment[0], adjustmentWidth=adjustment[1],
         input1Id=input_id, filterId=filter_id, biasId=bias_id, outputId=output_id, flags=0,
-        debug_handle=ctx.debug_handle)
+        debug_handle=ctx.debug_handle, output_min_max=ctx.output_clamp(node))

@@ -21,7 +21,7 @@ def lower_mean(ctx: LoweringContext, node: torch.fx.Node) -> None:
     if keepdim:
         ctx.unary("XNNGlobalAvgPooling2d", in_id, ctx.define(node, NHWC), flags=XNN_FLAG_KEEP_DIMS)
     else:
-        pooled = ctx.builder.add_value([n, 1, 1, c])
+        pooled = ctx.intermediate(node, [n, 1, 1, c])
         ctx.unary("XNNGlobalAvgPooling2d", in_id, pooled, flags=XNN_FLAG_KEEP_DIMS)
         ctx.reshape(pooled, ctx.define(node, CONTIG), static_shape(node))
 

@@ -67,7 +67,7 @@ def lower_cat(ctx: LoweringContext, node: torch.fx.Node) -> None:
         else:
             dims = list(chunk_shapes[0])
             dims[axis] = sum(s[axis] for s in chunk_shapes)
-            out = ctx.builder.add_value(dims)
+            out = ctx.intermediate(node, dims)
         fields = {f"input{i + 1}Id": vid for i, vid in enumerate(chunk)}
         for i in range(len(chunk), 5):
             fields[f"input{i + 1}Id"] = 0xFFFFFFFF

@@ -23,11 +23,16 @@ MAX_DIMS = 6
 
 
 class ConfigPrecisionType(enum.Enum):
-    """Numeric flavours a config may delegate (ExecuTorch's names); only FP32 is implemented."""
+    """Numeric flavours a config may delegate (ExecuTorch's names). FP32 and STATIC_QUANT (PT2E int8
+    activations and weights) are implemented; DYNAMIC_QUANT is not yet."""
 
     FP32 = 1
     STATIC_QUANT = 2
     DYNAMIC_QUANT = 3
+
+
+#: Configs whose ops also run on int8 data in statically quantized partitions (operators/quant.py).
+FP32_AND_STATIC_QUANT = (ConfigPrecisionType.FP32, ConfigPrecisionType.STATIC_QUANT)
 
 
 class ConstantAnalysis:

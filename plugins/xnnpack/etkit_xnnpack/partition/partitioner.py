@@ -86,7 +86,7 @@ class XnnpackPartitioner(Partitioner):
     Args:
         configs: config classes (or instances) to use; default :data:`configs.ALL_CONFIGS`.
         config_precisions: a :class:`ConfigPrecisionType` or list of them; keep only configs that
-            support one of them (default: all). Only FP32 is implemented.
+            support one of them (default: all). FP32 and STATIC_QUANT are implemented.
         per_op_mode: one partition per supported op (debugging aid, as in ExecuTorch).
         verbose: print the report after each :meth:`partition`.
     """

@@ -21,6 +21,13 @@ def _fmt(v):
     return v
 
 
+def _describe_quant(params) -> str:
+    if hasattr(params, "zeroPoint"):
+        return f"per-tensor(scale={params.scale:.6g}, zero_point={params.zeroPoint})"
+    fields = {k: _fmt(v) for k, v in vars(params).items() if k != "scale" or len(v)}
+    return f"{type(params).__name__.removesuffix('T')}({', '.join(f'{k}={v}' for k, v in fields.items())})"
+
+
 def describe_payload(payload: bytes) -> str:
     """One line per header field, value and node."""
     from etkit_xnnpack.fb.XNodeUnion import XNodeUnion
@@ -33,12 +40,16 @@ def describe_payload(payload: bytes) -> str:
              f"externs: {graph.numExterns}, inputs {_fmt(graph.inputIds)}, outputs {_fmt(graph.outputIds)}"]
     for value in graph.xvalues:
         t = value.xvalueUnion
+        quant = ""
+        if hasattr(t, "tensorValue"):  # XNNQuantizedTensorValue
+            quant = f" quant {_describe_quant(t.quantParams)}"
+            t = t.tensorValue
         where = ""
         if t.constantBufferIdx:
             entry = graph.constantData[t.constantBufferIdx]
             where = f" constant #{t.constantBufferIdx} @{entry.offset}+{entry.size}"
         lines.append(f"  value {t.idOut}: dims {_fmt(t.dims)} dtype {t.datatype}{where} "
-                     f"extern {_fmt(t.externalId)} flags {t.flags}")
+                     f"extern {_fmt(t.externalId)} flags {t.flags}{quant}")
     for i, node in enumerate(graph.xnodes):
         fields = ", ".join(f"{k}={_fmt(v)}" for k, v in vars(node.xnodeUnion).items())
         clamp = ""

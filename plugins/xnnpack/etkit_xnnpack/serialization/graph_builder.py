@@ -8,6 +8,7 @@ the ``XNN_VALUE_FLAG_EXTERNAL_INPUT``/``OUTPUT`` flag; every other value has
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Optional, Sequence
 
 import flatbuffers
@@ -17,6 +18,8 @@ from .payload import CONSTANT_ALIGNMENT, FLATBUFFER_IDENTIFIER, aligned, assembl
 
 # XNNPACK constants (include/xnnpack.h of XNNPACK 2024-11-08).
 XNN_INVALID_VALUE_ID = 0xFFFFFFFF
+#: ``ConstantDataOffset.offset`` of a constant stored in named data (ExecuTorch writes UINT64_MAX).
+NAMED_DATA_OFFSET = 0xFFFFFFFFFFFFFFFF
 XNN_VALUE_FLAG_EXTERNAL_INPUT = 0x1
 XNN_VALUE_FLAG_EXTERNAL_OUTPUT = 0x2
 XNN_FLAG_TRANSPOSE_WEIGHTS = 0x1
@@ -45,6 +48,40 @@ def _mod(name: str):
     return importlib.import_module(f"{_fb().__name__}.{name}")
 
 
+class PerTensor:
+    """One scale and zero point for the whole tensor (XNNPACK qint8 / qint32 values)."""
+
+    def __init__(self, scale: float, zero_point: int) -> None:
+        self.scale, self.zero_point = float(scale), int(zero_point)
+
+    def to_fb(self, builder: "XnnGraphBuilder"):
+        q = _mod("PerTensorQuant").PerTensorQuantT()
+        q.scale, q.zeroPoint = self.scale, self.zero_point
+        return _mod("XNNQuantParams").XNNQuantParams.PerTensorQuant, q
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PerTensor) and (self.scale, self.zero_point) == (other.scale, other.zero_point)
+
+    def __repr__(self) -> str:
+        return f"PerTensor(scale={self.scale!r}, zero_point={self.zero_point})"
+
+
+class PerChannel:
+    """One scale per index of ``channel_dim``, zero point 0 (XNNPACK qcint8 / qcint32 values)."""
+
+    def __init__(self, scales: Sequence[float], channel_dim: int) -> None:
+        self.scales, self.channel_dim = [float(s) for s in scales], int(channel_dim)
+
+    def to_fb(self, builder: "XnnGraphBuilder"):
+        # Scales go to the constant-data section, as ExecuTorch writes them (scale_buffer_idx).
+        q = _mod("PerChannelQuant").PerChannelQuantT()
+        q.scale, q.channelDim = [], self.channel_dim
+        q.scaleBufferIdx = builder.add_constant_data(np.asarray(self.scales, dtype=np.float32).tobytes(),
+                                                     prefix="scale_")
+        q.numScales = len(self.scales)
+        return _mod("XNNQuantParams").XNNQuantParams.PerChannelQuant, q
+
+
 class XnnGraphBuilder:
     """Accumulates values, nodes and constant data, then serializes the payload.
 
@@ -68,17 +105,22 @@ class XnnGraphBuilder:
         self.num_externs = 0
         ConstantDataOffsetT = _mod("ConstantDataOffset").ConstantDataOffsetT
         self._constant_offsets = [ConstantDataOffsetT(offset=0, size=0)]  # index 0 = "not a constant"
-        self._constant_data = bytearray()
+        self._constant_data = bytearray()  # stays empty: constants go to named_data
+        #: ``{key: bytes}`` for the program's named data (PreprocessResult.named_data).
+        self.named_data: dict[str, bytes] = {}
+        self._quant: dict[int, PerTensor | PerChannel] = {}
 
     # ---- values -------------------------------------------------------------------------------
 
-    def add_value(self, dims: Sequence[int], *, datatype: int = 1, constant_idx: int = 0) -> int:
+    def add_value(self, dims: Sequence[int], *, datatype: int = 1, constant_idx: int = 0,
+                  quant: Optional["PerTensor | PerChannel"] = None) -> int:
         """Define a tensor value; returns its id.
 
         Args:
             dims: shape (outermost first); a 0-d tensor is written as ``[1]`` (as ExecuTorch does).
-            datatype: ``XNNDatatype`` number (1 = fp32).
+            datatype: ``XNNDatatype`` number (1 = fp32, 3 = qint8, 6 = qcint8, 7 = qcint32).
             constant_idx: index returned by :meth:`add_constant_data`, 0 for non-constant values.
+            quant: quantization parameters; the value is then written as an ``XNNQuantizedTensorValue``.
         Raises:
             ValueError: if the rank exceeds XNN_MAX_TENSOR_DIMS or a dim is not a non-negative int.
         """
@@ -97,14 +139,31 @@ class XnnGraphBuilder:
         tv.flags = 0
         tv.idOut = vid
         xv = _mod("XValue").XValueT()
-        xv.xvalueUnionType = _mod("XValueUnion").XValueUnion.XNNTensorValue
-        xv.xvalueUnion = tv
+        if quant is None:
+            xv.xvalueUnionType = _mod("XValueUnion").XValueUnion.XNNTensorValue
+            xv.xvalueUnion = tv
+        else:
+            qv = _mod("XNNQuantizedTensorValue").XNNQuantizedTensorValueT()
+            qv.tensorValue = tv
+            qv.quantParamsType, qv.quantParams = quant.to_fb(self)
+            xv.xvalueUnionType = _mod("XValueUnion").XValueUnion.XNNQuantizedTensorValue
+            xv.xvalueUnion = qv
+            self._quant[vid] = quant
         self.values.append(xv)
         return vid
 
+    def add_value_like(self, src: int, dims: Sequence[int]) -> int:
+        """A new (non-constant, internal) value with the datatype and quantization of ``src``."""
+        return self.add_value(dims, datatype=self.tensor_value(src).datatype, quant=self._quant.get(src))
+
     def tensor_value(self, vid: int):
         """The ``XNNTensorValueT`` of value ``vid`` (mutable until serialization)."""
-        return self.values[vid].xvalueUnion
+        union = self.values[vid].xvalueUnion
+        return union.tensorValue if vid in self._quant else union
+
+    def quant(self, vid: int) -> Optional["PerTensor | PerChannel"]:
+        """The quantization parameters of value ``vid`` (None for a float value)."""
+        return self._quant.get(vid)
 
     def dims(self, vid: int) -> list[int]:
         return list(self.tensor_value(vid).dims)
@@ -122,23 +181,35 @@ class XnnGraphBuilder:
 
     # ---- constants ----------------------------------------------------------------------------
 
-    def add_constant_data(self, data: bytes) -> int:
-        """Append bytes to the constant-data section at a 16-byte aligned offset; returns the
-        1-based ``constant_buffer_idx`` to store in the tensor value."""
+    def add_constant_data(self, data: bytes, *, prefix: str = "") -> int:
+        """Store constant bytes as program named data, keyed like ExecuTorch's XNNPACK backend
+        (``prefix`` + sha256 hex of the bytes, so identical weights are stored once per program);
+        returns the 1-based ``constant_buffer_idx`` to store in the tensor value.
+
+        Named data, not the payload's own constant section, because ExecuTorch's XNNPACK runtime
+        frees the payload after ``init`` while XNNPACK keeps pointing at unpacked static values
+        (e.g. the scalar operand of an add): those must live in the program's named data."""
         if len(data) == 0:
             raise ValueError("XNNPACK constant with no bytes; empty tensors cannot be delegate constants")
-        offset = aligned(len(self._constant_data), CONSTANT_ALIGNMENT)
-        self._constant_data.extend(b"\0" * (offset - len(self._constant_data)))
-        self._constant_data.extend(data)
-        entry = _mod("ConstantDataOffset").ConstantDataOffsetT(offset=offset, size=len(data))
+        key = prefix + hashlib.sha256(data).hexdigest()
+        self.named_data.setdefault(key, bytes(data))
+        entry = _mod("ConstantDataOffset").ConstantDataOffsetT(offset=NAMED_DATA_OFFSET, size=len(data))
+        entry.namedKey = key
         self._constant_offsets.append(entry)
         return len(self._constant_offsets) - 1
 
-    def add_constant(self, array: np.ndarray) -> int:
-        """Define a constant fp32 value holding ``array`` (C-contiguous); returns its value id."""
-        array = np.ascontiguousarray(array, dtype=np.float32)
+    def add_constant(self, array: np.ndarray, *, datatype: int = 1,
+                     quant: Optional["PerTensor | PerChannel"] = None) -> int:
+        """Define a constant value holding ``array`` (C-contiguous); returns its value id.
+
+        ``array`` is stored as float32 for datatype 1, else with its own dtype (int8 for qint8/qcint8,
+        int32 for qcint32/qint32) and ``quant`` gives its quantization parameters."""
+        if datatype == 1:
+            array = np.ascontiguousarray(array, dtype=np.float32)
+        else:
+            array = np.ascontiguousarray(array)
         idx = self.add_constant_data(array.tobytes())
-        return self.add_value(list(array.shape), constant_idx=idx)
+        return self.add_value(list(array.shape), datatype=datatype, constant_idx=idx, quant=quant)
 
     # ---- nodes --------------------------------------------------------------------------------
 

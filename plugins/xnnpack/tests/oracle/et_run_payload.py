@@ -2,14 +2,16 @@
 
 Runs in the oracle environment only (PYTHONPATH=$(scripts/et_oracle.sh | tail -n1)); never imports etkit.
 
-    python et_run_payload.py model MODEL PAYLOAD OUTDIR
+    python et_run_payload.py model MODEL PAYLOAD_PT OUTDIR
         Build MODEL from oracle_models.py and lower it with ExecuTorch's XnnpackPartitioner (it must
-        give exactly one partition), but let ExecuTorch's XnnpackBackend.preprocess return PAYLOAD
-        (etkit's bytes) instead of its own; run the .pte with ExecuTorch's runtime.
+        give exactly one partition), but let ExecuTorch's XnnpackBackend.preprocess return etkit's
+        payload and named data (PAYLOAD_PT = torch.save({"payload": bytes, "named_data": {key: bytes}}))
+        instead of its own; run the .pte with ExecuTorch's runtime.
         OUTDIR/result.pt = {"inputs", "eager", "outputs", "et_payload", "et_named_data"}.
 
     python et_run_payload.py stub IO_PT OUTDIR
-        IO_PT = torch.save([{"payload": bytes, "inputs": [Tensor], "output_shapes": [[int]]}, ...]).
+        IO_PT = torch.save([{"payload": bytes, "named_data": {key: bytes}, "inputs": [Tensor],
+        "output_shapes": [[int]]}, ...]).
         For each entry, build a stub module with the same inputs and output shapes that ExecuTorch
         delegates as one XNNPACK partition (relu of the concatenated, flattened inputs, sliced/padded and
         reshaped to each output shape), swap in the payload, run. This executes ANY etkit partition's
@@ -41,7 +43,16 @@ class Stub(torch.nn.Module):
         return tuple(outs)
 
 
-def _lower_with_payload(model, inputs, payload):
+def _named_data_output(named_data):
+    from executorch.exir._serialize._named_data_store import NamedDataStore
+
+    store = NamedDataStore()
+    for key, data in named_data.items():
+        store.add_named_data(key, data, alignment=16)
+    return store.get_named_data_store_output()
+
+
+def _lower_with_payload(model, inputs, payload, named_data):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
     from executorch.exir import to_edge_transform_and_lower
@@ -58,6 +69,7 @@ def _lower_with_payload(model, inputs, payload):
                 named[key] = bytes(store.buffers[getattr(entry, "buffer_index", entry)])
         captured.append((bytes(result.processed_bytes), named))
         result.processed_bytes = payload
+        result.data_store_output = _named_data_output(named_data)
         return result
 
     XnnpackBackend.preprocess = staticmethod(swapped)
@@ -85,9 +97,8 @@ def run_model(model_name: str, payload_path: str, outdir: str) -> None:
     with torch.no_grad():
         eager = model(*inputs)
     eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
-    with open(payload_path, "rb") as f:
-        payload = f.read()
-    pte, (et_payload, et_named) = _lower_with_payload(model, inputs, payload)
+    mine = torch.load(payload_path, weights_only=False)
+    pte, (et_payload, et_named) = _lower_with_payload(model, inputs, mine["payload"], mine["named_data"])
     outputs = _run(pte, inputs)
     os.makedirs(outdir, exist_ok=True)
     torch.save({"inputs": list(inputs), "eager": eager, "outputs": outputs, "et_payload": et_payload,
@@ -98,7 +109,7 @@ def run_stub(io_path: str, outdir: str) -> None:
     results = []
     for io in torch.load(io_path, weights_only=False):
         stub = Stub(io["output_shapes"]).eval()
-        pte, (et_payload, _) = _lower_with_payload(stub, io["inputs"], io["payload"])
+        pte, (et_payload, _) = _lower_with_payload(stub, io["inputs"], io["payload"], io["named_data"])
         results.append({"outputs": _run(pte, io["inputs"]), "et_payload": et_payload})
     os.makedirs(outdir, exist_ok=True)
     torch.save(results, os.path.join(outdir, "result.pt"))

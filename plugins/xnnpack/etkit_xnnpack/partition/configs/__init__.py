@@ -4,6 +4,7 @@ from .elementwise import (BinaryConfig, ClampConfig, EluConfig, GeluConfig, Hard
 from .gemm import AddmmConfig, BmmConfig, ConvolutionConfig, LinearConfig, MmConfig
 from .pooling import (AvgPool2dConfig, BatchNormConfig, GetItemConfig, LayerNormConfig, MaxPool2dConfig,
                       MeanDimConfig)
+from .quant import DequantizeConfig, QuantizeConfig
 from .shape import (CatConfig, ConstantPadConfig, ExpandConfig, PermuteConfig, ReshapeConfig, SliceConfig,
                     SplitConfig)
 
@@ -14,6 +15,7 @@ ALL_CONFIGS = (
     SoftmaxConfig, ToCopyConfig,
     MeanDimConfig, AvgPool2dConfig, MaxPool2dConfig, BatchNormConfig, LayerNormConfig, GetItemConfig,
     ReshapeConfig, PermuteConfig, ExpandConfig, CatConfig, SliceConfig, SplitConfig, ConstantPadConfig,
+    QuantizeConfig, DequantizeConfig,
 )
 
 __all__ = [c.__name__ for c in ALL_CONFIGS] + ["ALL_CONFIGS"]

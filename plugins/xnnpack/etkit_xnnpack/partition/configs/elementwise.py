@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ..config_base import XnnpackOpConfig, arg, is_constant, tensor_vals
+from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
 
 aten = torch.ops.aten
 
@@ -13,6 +13,7 @@ aten = torch.ops.aten
 class BinaryConfig(XnnpackOpConfig):
     """add, sub, mul, div, maximum, minimum (Tensor or Scalar operand; broadcasting allowed)."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
                aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.maximum.default, aten.minimum.default)
 
@@ -69,6 +70,7 @@ class HardswishConfig(XnnpackOpConfig):
 class ClampConfig(XnnpackOpConfig):
     """relu, hardtanh (relu6), clamp with number bounds -> XNNPACK clamp."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
 
     def check_constraints(self, node, ep) -> Optional[str]:

@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ..config_base import XnnpackOpConfig, arg, is_constant, tensor_vals
+from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
 
 aten = torch.ops.aten
 
@@ -14,6 +14,7 @@ aten = torch.ops.aten
 class ConvolutionConfig(XnnpackOpConfig):
     """2-D convolution (regular, grouped, depthwise, transposed) with constant weight and bias; NCHW in/out."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.convolution.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -30,6 +31,7 @@ class ConvolutionConfig(XnnpackOpConfig):
 class LinearConfig(XnnpackOpConfig):
     """``aten.linear`` kept undecomposed; constant weight [N, K] and bias [N]."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.linear.default,)
     keep_undecomposed = (aten.linear.default,)
 
@@ -45,6 +47,7 @@ class LinearConfig(XnnpackOpConfig):
 class AddmmConfig(XnnpackOpConfig):
     """``addmm(bias, x, weight)``: constant 2-D weight, constant bias of N elements, alpha = beta = 1."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.addmm.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -64,6 +67,7 @@ class AddmmConfig(XnnpackOpConfig):
 class MmConfig(XnnpackOpConfig):
     """``mm(x, weight)`` with constant weight (fully connected without bias)."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.mm.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:

@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ..config_base import XnnpackOpConfig, arg, is_constant, tensor_vals
+from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
 
 aten = torch.ops.aten
 
@@ -22,6 +22,7 @@ class MeanDimConfig(XnnpackOpConfig):
     """``mean`` over H and W of a 4-D tensor (global average pooling, the form
     ``adaptive_avg_pool2d(x, 1)`` decomposes to)."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.mean.dim,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -55,6 +56,7 @@ class AvgPool2dConfig(XnnpackOpConfig):
 class MaxPool2dConfig(XnnpackOpConfig):
     """max_pool2d (and max_pool2d_with_indices whose indices are unused)."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.max_pool2d.default, aten.max_pool2d_with_indices.default)
 
     def check_common(self, node, ep) -> Optional[str]:
@@ -105,6 +107,7 @@ _SPLITS = (aten.split_with_sizes_copy.default, aten.split_with_sizes.default, at
 class GetItemConfig(XnnpackOpConfig):
     """``getitem(x, 0)`` of batch norm, layer norm or max pool with indices; any ``getitem`` of a split."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (operator.getitem,)
 
     def check_common(self, node, ep) -> Optional[str]:

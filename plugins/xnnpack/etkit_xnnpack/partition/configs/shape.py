@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ..config_base import XnnpackOpConfig, arg, tensor_vals
+from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, tensor_vals
 
 aten = torch.ops.aten
 
@@ -13,6 +13,7 @@ aten = torch.ops.aten
 class ReshapeConfig(XnnpackOpConfig):
     """view/reshape, unsqueeze, squeeze (static shapes) -> XNNPACK static_reshape."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.view_copy.default, aten.view.default, aten._unsafe_view.default, aten.reshape.default,
                aten.unsqueeze_copy.default, aten.unsqueeze.default, aten.squeeze_copy.dim, aten.squeeze_copy.dims,
                aten.squeeze_copy.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
@@ -21,6 +22,7 @@ class ReshapeConfig(XnnpackOpConfig):
 class PermuteConfig(XnnpackOpConfig):
     """permute / transpose / t -> XNNPACK static_transpose."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.permute_copy.default, aten.permute.default, aten.transpose_copy.int, aten.transpose.int,
                aten.t_copy.default, aten.t.default)
 
@@ -40,6 +42,7 @@ class ExpandConfig(XnnpackOpConfig):
 class CatConfig(XnnpackOpConfig):
     """cat of float tensors, none empty."""
 
+    precisions = FP32_AND_STATIC_QUANT
     targets = (aten.cat.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
