@@ -27,12 +27,33 @@ def _cmd_backends(args) -> int:
 def _cmd_inspect(args) -> int:
     from .serialize import PteFormatError
     from .serialize.inspect import format_program
+    from .serialize.requirements import program_requirements
     try:
-        print(format_program(args.model))
+        with open(args.model, "rb") as f:
+            data = f.read()
+        print(format_program(data).replace("<bytes>", args.model, 1), end="")
+        requirements = program_requirements(data)
     except (PteFormatError, OSError) as exc:
         print(f"etkit inspect: {args.model}: {exc}", file=sys.stderr)
         return 1
+    print(_runs_here(requirements))
     return 0
+
+
+def _runs_here(requirements) -> str:
+    """The "can this installation run it" section of ``etkit inspect``."""
+    try:
+        from .runtime import Runtime
+        runtime = Runtime.get()
+        kernels = runtime.operator_registry.operator_names
+        backends = set(runtime.backend_registry.registered_backend_names)
+    except ImportError as exc:
+        return f"runs here: unknown (etkit's runtime is not importable: {exc})"
+    problems = requirements.missing(kernels, backends)
+    if not problems:
+        return (f"runs here: yes ({len(requirements.kernels)} kernel(s) and backend(s) "
+                f"{sorted(requirements.backends) or 'none'} are all available)")
+    return "runs here: no\n" + "\n".join(f"  - {p}" for p in problems)
 
 
 def main(argv=None) -> int:

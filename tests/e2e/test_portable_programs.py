@@ -45,6 +45,11 @@ class Encoderish(torch.nn.Module):
         return (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
 
 
+class ReturnsSum(torch.nn.Module):
+    def forward(self, input):
+        return torch.sum(input * 2.0, dim=0)
+
+
 def _cases():
     torch.manual_seed(0)
     ids = torch.randint(0, 50, (2, 7))
@@ -53,6 +58,10 @@ def _cases():
         ("mlp", Mlp(), (torch.randn(3, 8),)),
         ("convnet", ConvNet(), (torch.randn(2, 3, 12, 12),)),
         ("encoderish", Encoderish(), (ids, mask)),
+        # Node names that shadow Python builtins ("input", "sum") are renamed when a graph is copied;
+        # the program's signature must follow.
+        ("sequential", torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), (torch.randn(2, 4),)),
+        ("builtin_names", ReturnsSum(), (torch.randn(3, 5),)),
     ]
 
 

@@ -25,7 +25,7 @@ def et_programs(tmp_path_factory) -> Path:
     try:
         run_in_oracle(ORACLE_SCRIPTS / "make_portable_programs.py", out)
     except OracleError as exc:
-        pytest.skip(f"ExecuTorch oracle unavailable: {exc}")
+        pytest.fail(f"ExecuTorch oracle unavailable (run make oracle to see why): {exc}")
     return out
 
 

@@ -27,7 +27,7 @@ def delegated_programs(tmp_path_factory) -> Path:
     try:
         run_in_oracle(REPO_ROOT / "scripts" / "et_make_samples.py", out, "--only", *SAMPLES)
     except OracleError as exc:
-        pytest.skip(f"ExecuTorch oracle unavailable: {exc}")
+        pytest.fail(f"ExecuTorch oracle unavailable (run make oracle to see why): {exc}")
     return out
 
 

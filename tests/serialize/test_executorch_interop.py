@@ -37,7 +37,7 @@ def oracle():
     try:
         oracle_dir()
     except OracleError as error:
-        pytest.skip(f"ExecuTorch oracle environment cannot be made: {_first_line(error)}")
+        pytest.fail(f"ExecuTorch oracle environment cannot be made (run make oracle): {_first_line(error)}")
     return run_in_oracle
 
 
@@ -48,7 +48,7 @@ def et_samples(oracle, tmp_path_factory) -> Path:
     try:
         oracle(REPO / "scripts" / "et_make_samples.py", out, "--only", *SAMPLES)
     except OracleError as error:
-        pytest.skip(f"ExecuTorch could not make the sample programs: {_first_line(error)}")
+        pytest.fail(f"ExecuTorch could not make the sample programs: {_first_line(error)}")
     return out
 
 

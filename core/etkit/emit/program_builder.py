@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import copy
 
+import torch
+
 from etkit.fb.Program import ProgramT
 
 from ..passes.constant_folding import fold_constants
@@ -15,6 +17,20 @@ from .method_emitter import MethodEmitter, ProgramData
 PROGRAM_VERSION = 0
 
 
+def _sync_signature_names(ep) -> None:
+    """Deep-copying a graph re-creates its node names and renames the ones that shadow Python
+    builtins (``nn.Sequential``'s ``input`` becomes ``input_1``) while the signature keeps the old
+    names: give the signature the placeholders' names again (they are in the same order)."""
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    outputs = [n for n in ep.graph.nodes if n.op == "output"]
+    returned = list(outputs[0].args[0]) if outputs else []
+    pairs = list(zip(placeholders, ep.graph_signature.input_specs)) + \
+        list(zip(returned, ep.graph_signature.output_specs))
+    for node, spec in pairs:
+        if isinstance(node, torch.fx.Node) and getattr(spec.arg, "name", node.name) != node.name:
+            spec.arg.name = node.name
+
+
 def build_program(programs: dict, config) -> tuple:
     """Emit ``{method name: lowered Edge ExportedProgram}``; returns ``(PteContents, {method: MemoryPlan})``."""
     planner = config.memory_planning_pass or MemoryPlanningPass()
@@ -23,6 +39,8 @@ def build_program(programs: dict, config) -> tuple:
     plans, plans_by_name = [], {}
     if config.constant_folding:
         programs = copy.deepcopy(programs)  # one copy for all methods, so weights they share stay shared
+        for ep in programs.values():
+            _sync_signature_names(ep)
     for name in sorted(programs):
         ep = programs[name]
         if config.constant_folding:

@@ -2,7 +2,7 @@
 them with ExecuTorch 1.5.1's own runtime and XNNPACK delegate in a separate process.
 
 The oracle environment comes from ``scripts/et_oracle.sh`` (the repository's; cached per user). When it
-cannot be created, :func:`oracle_pythonpath` returns None and the tests skip, saying why.
+cannot be created, :func:`oracle_pythonpath` returns None and the tests fail, saying why.
 """
 from __future__ import annotations
 

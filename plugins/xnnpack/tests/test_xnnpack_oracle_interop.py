@@ -1,7 +1,7 @@
 """etkit's XNNPACK payloads executed by ExecuTorch 1.5.1's own runtime and XNNPACK delegate (the oracle),
 compared with torch eager, and compared structurally with the payload ExecuTorch's preprocess writes.
 
-Needs the oracle environment (scripts/et_oracle.sh); skipped with the reason when it is unavailable.
+Needs the oracle environment (scripts/et_oracle.sh); the tests fail with the reason when it is unavailable.
 Tolerances: outputs within atol=1e-4, rtol=1e-4 of eager (fp32 XNNPACK kernels vs ATen).
 """
 from __future__ import annotations
@@ -15,9 +15,14 @@ from helpers import lower, lowered_modules, node_kind_names, parse_payload
 from oracle_models import BUILDERS
 from oracle_runner import oracle_pythonpath, run_model_with_payload, run_payloads
 
-pytestmark = [requires_fb, pytest.mark.skipif(oracle_pythonpath() is None,
-                                              reason="ExecuTorch oracle environment unavailable "
-                                                     "(scripts/et_oracle.sh failed or is missing)")]
+pytestmark = [requires_fb]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _oracle_available():
+    if oracle_pythonpath() is None:
+        pytest.fail("ExecuTorch oracle environment unavailable (scripts/et_oracle.sh failed or is missing; "
+                    "run make oracle to see why)")
 
 ATOL = RTOL = 1e-4
 

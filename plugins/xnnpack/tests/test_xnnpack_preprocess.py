@@ -15,11 +15,23 @@ pytestmark = requires_fb
 XNN_INVALID = 0xFFFFFFFF
 
 
-def payload_of(model, inputs):
+def preprocess_of(model, inputs):
+    """The PreprocessResult (payload + named data) for ``model``."""
     from etkit_xnnpack.preprocess import XnnpackBackend
 
     ep = to_edge_program(model.eval(), inputs)
-    return XnnpackBackend.preprocess(ep, []).processed_bytes
+    return XnnpackBackend.preprocess(ep, [])
+
+
+def payload_of(model, inputs):
+    return preprocess_of(model, inputs).processed_bytes
+
+
+def parsed(model, inputs):
+    """``(header, XNNGraphT, named data)``: constants live in the program's named data."""
+    result = preprocess_of(model, inputs)
+    header, graph, _ = parse_payload(result.processed_bytes)
+    return header, graph, result.named_data
 
 
 def kinds(graph):
@@ -27,17 +39,21 @@ def kinds(graph):
     return [names[n.xnodeUnionType] for n in graph.xnodes]
 
 
-def constant_array(graph, constants, vid):
+def _key(entry) -> str:
+    return entry.namedKey.decode() if isinstance(entry.namedKey, bytes) else entry.namedKey
+
+
+def constant_array(graph, named_data, vid):
     tv = graph.xvalues[vid].xvalueUnion
     entry = graph.constantData[tv.constantBufferIdx]
-    data = np.frombuffer(constants[entry.offset:entry.offset + entry.size], dtype=np.float32)
+    data = np.frombuffer(named_data[_key(entry)], dtype=np.float32)
     return data.reshape([int(d) for d in tv.dims])
 
 
 @pytest.fixture(scope="module")
 def conv_block_payload():
     model, inputs = conv_block()
-    return model, inputs, parse_payload(payload_of(model, inputs))
+    return model, inputs, parsed(model, inputs)
 
 
 def test_conv_block_node_sequence_folds_batch_norm_and_stays_nhwc(conv_block_payload):
@@ -62,16 +78,22 @@ def test_externs_are_inputs_then_outputs_with_flags(conv_block_payload):
     assert [v.xvalueUnion.idOut for v in graph.xvalues] == list(range(len(graph.xvalues)))
 
 
-def test_constants_are_16_byte_aligned_and_sized(conv_block_payload):
-    _, _, (header, graph, constants) = conv_block_payload
-    assert header.constant_data_offset % 16 == 0
+def test_constants_are_named_data_keyed_by_sha256_and_sized(conv_block_payload):
+    import hashlib
+
+    from etkit_xnnpack.serialization.graph_builder import NAMED_DATA_OFFSET
+
+    _, _, (header, graph, named) = conv_block_payload
+    assert header.constant_data_size == 0
     entries = list(graph.constantData)[1:]
-    assert entries and all(e.offset % 16 == 0 for e in entries)
+    assert entries and all(e.offset == NAMED_DATA_OFFSET for e in entries)
+    assert {_key(e) for e in entries} == set(named)
+    assert all(hashlib.sha256(data).hexdigest() == key for key, data in named.items())
     for v in graph.xvalues:
         tv = v.xvalueUnion
         if tv.constantBufferIdx:
-            assert graph.constantData[tv.constantBufferIdx].size == 4 * int(np.prod([int(d) for d in tv.dims]))
-    assert max(e.offset + e.size for e in entries) == len(constants)
+            entry = graph.constantData[tv.constantBufferIdx]
+            assert entry.size == len(named[_key(entry)]) == 4 * int(np.prod([int(d) for d in tv.dims]))
 
 
 def test_conv_filter_is_ohwi_with_batch_norm_folded(conv_block_payload):
@@ -164,7 +186,7 @@ def test_python_scalars_become_float32_one_element_constants():
         def forward(self, x):
             return x * 2 + 0.5
 
-    _, graph, constants = parse_payload(payload_of(Scaled(), (torch.randn(4),)))
+    _, graph, constants = parsed(Scaled(), (torch.randn(4),))
     assert kinds(graph) == ["XNNMultiply", "XNNAdd"]
     mul, add = (n.xnodeUnion for n in graph.xnodes)
     np.testing.assert_array_equal(constant_array(graph, constants, mul.input2Id), [2.0])
@@ -178,4 +200,4 @@ def test_describe_lists_header_values_and_nodes():
     assert text.startswith("header: flatbuffer at 32")
     assert "externs: 4, inputs [0, 1]" in text
     assert "node 0: XNNMultiply(" in text and "node 1: XNNSubtract(" in text
-    assert "constant #1 @0+4" in text
+    assert "constant #1 named " in text

@@ -47,7 +47,9 @@ def describe_payload(payload: bytes) -> str:
         where = ""
         if t.constantBufferIdx:
             entry = graph.constantData[t.constantBufferIdx]
-            where = f" constant #{t.constantBufferIdx} @{entry.offset}+{entry.size}"
+            key = entry.namedKey.decode() if isinstance(entry.namedKey, bytes) else entry.namedKey
+            where = f" constant #{t.constantBufferIdx} " + (f"named {key[:16]}... ({entry.size} bytes)" if key
+                                                               else f"@{entry.offset}+{entry.size}")
         lines.append(f"  value {t.idOut}: dims {_fmt(t.dims)} dtype {t.datatype}{where} "
                      f"extern {_fmt(t.externalId)} flags {t.flags}{quant}")
     for i, node in enumerate(graph.xnodes):
