@@ -3,6 +3,7 @@ import pathlib
 import re
 
 import pytest
+import torch
 
 pytest.importorskip("etkit.runtime")
 pytest.importorskip("etkit_xnnpack")
@@ -10,9 +11,25 @@ pytest.importorskip("etkit_xnnpack")
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_readme_python_example_runs(tmp_path, monkeypatch):
+def _blocks():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert blocks, "README.md has no python example"
+    assert len(blocks) >= 2, "README.md lost its python examples"
+    return blocks
+
+
+def test_readme_python_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    exec(compile(blocks[0], str(README), "exec"), {"__name__": "readme_example"})
+    exec(compile(_blocks()[0], str(README), "exec"), {"__name__": "readme_example"})
     assert (tmp_path / "model.pte").read_bytes()[4:8] == b"ET12"
+
+
+def test_readme_quantization_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "readme_example"}
+    exec(compile(_blocks()[1], str(README), "exec"), scope)
+    with torch.no_grad():
+        reference = scope["quantized"](scope["x"])
+    cosine = torch.nn.functional.cosine_similarity(scope["y"].flatten(), reference.flatten(), dim=0).item()
+    assert cosine > 0.9, f"int8 program vs PT2E reference: cosine {cosine:.3f}"
+    size = (tmp_path / "model_int8.pte").stat().st_size
+    assert size < 16_000_000, f"int8 ResNet-18 program is {size} bytes (fp32 is about 47 MB)"

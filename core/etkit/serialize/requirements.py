@@ -2,7 +2,7 @@
 
 ``program_requirements(data)`` reads a .pte (etkit's or ExecuTorch's) and lists, per method, the
 kernels its ``KernelCall`` instructions name (``aten::add.out``, as the runtime's kernel registry
-names them) and the backends its delegates name (``XnnpackBackend``). ``etkit inspect`` compares them
+names them) and the backend ids its delegates name. ``etkit inspect`` compares them
 with the running installation, and the selective build lists the kernels a program needs.
 """
 from __future__ import annotations

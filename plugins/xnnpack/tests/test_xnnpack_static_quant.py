@@ -9,8 +9,9 @@ in integers and requantizes with rounding, so a result may differ from the float
 step per quantized op in a chain (these cases have at most two); a wrong scale, zero point, weight
 layout or bias scale gives errors of many steps.
 
-The quantizer is torchao's XNNPACK quantizer (``torchao.testing.pt2e``), the same annotation rules as
-ExecuTorch's ``XNNPACKQuantizer``.
+Every case runs with etkit's ``XNNPACKQuantizer`` and with torchao's testing copy of the upstream
+XNNPACK quantizer (the annotation rules ExecuTorch's ``XNNPACKQuantizer`` uses), so graphs quantized
+either way lower and run.
 """
 from __future__ import annotations
 
@@ -65,11 +66,18 @@ CASES = {
 }
 
 
-def _quantize(model, inputs, per_channel: bool):
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+def _quantizer(per_channel: bool, which: str):
+    if which == "etkit":
+        from etkit_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+    else:
+        from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=per_channel))
 
-    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=per_channel))
+
+def _quantize(model, inputs, per_channel: bool, which: str = "etkit"):
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = _quantizer(per_channel, which)
     prepared = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
     with torch.no_grad():
         for seed in range(3):
@@ -94,12 +102,13 @@ def _output_step(ep) -> float:
     return float(out[-1].args[1])
 
 
+@pytest.mark.parametrize("which", ["etkit", "upstream"])
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_quantized_op_runs_on_int8_and_matches_pt2e_reference(name, per_channel):
+def test_quantized_op_runs_on_int8_and_matches_pt2e_reference(name, per_channel, which):
     factory, inputs = CASES[name]
     torch.manual_seed(0)
-    ep, converted = _quantize(factory().eval(), inputs, per_channel)
+    ep, converted = _quantize(factory().eval(), inputs, per_channel, which)
     with torch.no_grad():
         reference = converted(*inputs)
     manager, report = _lower(ep)
@@ -144,3 +153,50 @@ def test_int8_payload_stores_weights_once_as_int8_named_data():
     weight_bytes = 16 * 8 * 3 * 3
     sizes = sorted(len(v) for v in module.named_data.values())
     assert weight_bytes in sizes and 4 * weight_bytes not in sizes
+
+
+def test_etkit_quantizer_fuses_activations_into_the_op():
+    """conv -> hardtanh gets one quantize after the activation (fused as the conv's output clamp),
+    where the upstream rules quantize between them."""
+    from etkit_xnnpack.operators.quant import QUANTIZE_PER_TENSOR
+
+    model = CASES["conv_hardtanh"][0]().eval()
+    ep, _ = _quantize(model, (X,), True, "etkit")
+    conv = next(n for n in ep.graph.nodes if n.target is torch.ops.aten.conv2d.default)
+    assert [u.target for u in conv.users] != [QUANTIZE_PER_TENSOR]
+    (module,) = lowered_modules(_lower(ep)[0])
+    _, graph, _ = parse_payload(module.processed_bytes)
+    conv_nodes = [n for n in graph.xnodes if n.outputMinMax is not None]
+    assert conv_nodes and (conv_nodes[0].outputMinMax.outputMin, conv_nodes[0].outputMinMax.outputMax) == (0.0, 6.0)
+
+
+def test_dynamic_quantization_is_refused_with_a_reason():
+    from etkit_xnnpack.quantizer import get_symmetric_quantization_config
+
+    with pytest.raises(NotImplementedError, match="dynamic"):
+        get_symmetric_quantization_config(is_dynamic=True)
+
+
+def test_qat_config_prepares_and_converts():
+    """``prepare_qat_pt2e`` with ``is_qat=True``: a few training steps, then convert, lower, run."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
+
+    from etkit_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+    model = CASES["conv_relu"][0]()
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
+    prepared = prepare_qat_pt2e(torch.export.export(model, (X,)).module(), quantizer)
+    optimizer = torch.optim.SGD(prepared.parameters(), lr=1e-3)
+    for seed in range(3):
+        loss = prepared(_randn(seed, *X.shape)).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    converted = convert_pt2e(prepared)
+    ep = torch.export.export(converted, (X,))
+    with torch.no_grad():
+        reference = converted(X)
+    manager, report = _lower(ep)
+    assert report.rejected == [], report.format()
+    method = runtime.Runtime.get().load_program(manager.to_executorch().buffer).load_method("forward")
+    torch.testing.assert_close(method.execute([X])[0], reference, atol=2 * _output_step(ep), rtol=0)
