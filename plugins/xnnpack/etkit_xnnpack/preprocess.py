@@ -1,15 +1,19 @@
 """``XnnpackBackend``: turns one partition into an XNNPACK delegate payload.
 
 The payload is ExecuTorch's XNNPACK payload (``XH00`` header, ``XN01`` flatbuffer graph from
-``schema/xnnpack_graph.fbs``, 16-byte aligned constant data; see
-:mod:`etkit_xnnpack.serialization.payload`), so the C++ delegate reads it the way ExecuTorch's
-``XNNCompiler`` does:
+``schema/xnnpack_graph.fbs``; see :mod:`etkit_xnnpack.serialization.payload`), so the C++ delegate
+reads it the way ExecuTorch's ``XNNCompiler`` does:
 
 - values: one ``XNNTensorValue`` per tensor; a value's id is its index. The partition's user inputs
   are values 0..k-1 with external ids 0..k-1 (argument order), then the outputs get external ids
   k.. in output order (``input_ids`` / ``output_ids`` list their value ids in that order).
-- constants (weights, biases, folded batch norm) live in the constant-data section; the graph's
-  ``constant_data[i]`` gives offset/size; ``named_key`` is not used.
+- constants (weights, biases, folded batch norm, per-channel scales) live in the program's named
+  data, keyed by the sha256 of their bytes (``PreprocessResult.named_data``); the graph's
+  ``constant_data[i]`` has ``named_key`` and offset UINT64_MAX, as ExecuTorch writes them. The
+  payload's own constant section stays empty: ExecuTorch's runtime frees the payload after ``init``
+  while XNNPACK may keep pointing at unpacked constants.
+- statically quantized partitions (PT2E quantize/dequantize nodes) run on int8 where XNNPACK can
+  (:mod:`etkit_xnnpack.operators.quant`).
 - NCHW: inputs and outputs stay contiguous; explicit ``XNNStaticTranspose`` nodes move 4-D data to
   NHWC for convolutions/poolings and back (see :mod:`etkit_xnnpack.operators.context`).
 - Folding at compile time: batch norm after a convolution goes into its weights; views/permutes of
