@@ -105,12 +105,13 @@ native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpac
 TEST_PATHS := $(wildcard tests plugins/xnnpack/tests)
 
 # ctest runs first and pytest last, so the last line printed is pytest's summary; both always run.
+# XNNPACK runs on 1 thread unless a test asks for more (etkit.runtime.set_num_threads; default 1).
 test: venv system xnnpack install native
 	@rc=0; \
 	 if [[ -f $(NATIVE_DIR)/CTestTestfile.cmake ]]; then \
 	   $(VENV)/bin/ctest --test-dir $(NATIVE_DIR) --output-on-failure || rc=1; \
 	 fi; \
-	 prc=0; ETKIT_XNNPACK_THREADS=1 $(PY) -m pytest -q $(PYTEST_ARGS) $(TEST_PATHS) || prc=$$?; \
+	 prc=0; $(PY) -m pytest -q $(PYTEST_ARGS) $(TEST_PATHS) || prc=$$?; \
 	 if [[ $$prc -eq 5 ]]; then echo "make: pytest collected no tests"; prc=0; fi; \
 	 if [[ $$rc -ne 0 ]]; then echo "make: C++ tests (ctest) failed" >&2; fi; \
 	 if [[ $$rc -ne 0 || $$prc -ne 0 ]]; then exit 1; fi

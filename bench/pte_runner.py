@@ -4,15 +4,22 @@
 
 Prints one JSON line: {"load_ms", "first_ms", "median_ms", "peak_rss_mb"}. For ``executorch`` run it
 with the oracle on PYTHONPATH (bench/xnnpack_vs_executorch.py does); it never imports etkit then.
-Threads: ExecuTorch's threadpool via ``_unsafe_reset_threadpool``; etkit's XNNPACK delegate through
-the ``ETKIT_XNNPACK_THREADS`` environment variable (set here before the runtime loads).
+Threads: ExecuTorch's threadpool via ``_unsafe_reset_threadpool``; etkit's through
+``etkit.runtime.set_num_threads`` (before the method loads). Peak RSS is the process's VmHWM (Linux
+keeps ``ru_maxrss`` across fork/exec, so it would report the parent's peak).
 """
 import argparse
 import json
-import os
-import resource
 import statistics
 import time
+
+
+def _peak_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def main() -> None:
@@ -23,7 +30,6 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args()
-    os.environ["ETKIT_XNNPACK_THREADS"] = str(args.threads)
     import torch
 
     torch.set_num_threads(1)
@@ -34,7 +40,9 @@ def main() -> None:
 
         _unsafe_reset_threadpool(args.threads)
     else:
-        from etkit.runtime import Runtime
+        from etkit.runtime import Runtime, set_num_threads
+
+        set_num_threads(args.threads)
     runtime = Runtime.get()
     start = time.perf_counter()  # load time: program + method (imports excluded)
     method = runtime.load_program(args.pte).load_method("forward")
@@ -47,7 +55,7 @@ def main() -> None:
         start = time.perf_counter()
         method.execute(inputs)
         times.append((time.perf_counter() - start) * 1000)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _peak_rss_mb()
     print(json.dumps({"load_ms": load_ms, "first_ms": first_ms, "median_ms": statistics.median(times),
                       "peak_rss_mb": peak}))
 

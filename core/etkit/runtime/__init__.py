@@ -25,6 +25,7 @@ from etkit import _runtime
 from etkit._runtime import EtkitRuntimeError
 
 __all__ = [
+    "set_num_threads",
     "BackendRegistry",
     "EtkitRuntimeError",
     "Method",
@@ -370,3 +371,23 @@ class Runtime:
             EtkitRuntimeError: unknown backend, or no backend supports the option.
         """
         _runtime.set_backend_option(backend_id, key, int(value))
+
+
+def set_num_threads(num_threads: int) -> None:
+    """Threads used by every backend that takes a thread count, for methods loaded from now on
+    (process-wide, like XNNPACK's threadpool; etkit's default is 1; the portable kernels are
+    single-threaded). ``etkit_runner --threads N`` is the native equivalent.
+
+    Raises:
+        ValueError: ``num_threads`` < 1.
+    """
+    if int(num_threads) < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+    runtime = Runtime.get()
+    if not runtime.backend_registry.registered_backend_names:
+        return  # portable kernels only: nothing takes threads
+    try:
+        runtime.set_backend_option("*", "num_threads", int(num_threads))
+    except EtkitRuntimeError as exc:
+        if "NotSupported" not in str(exc) and "not supported" not in str(exc):
+            raise
