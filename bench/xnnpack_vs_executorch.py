@@ -4,9 +4,10 @@
 
 For each model: etkit and ExecuTorch each lower the same ExportedProgram (int8 models: quantized once
 with etkit's XNNPACKQuantizer, PT2E static per-channel, and saved, so both lower the same graph) and
-run the .pte in a fresh process of their own (bench/pte_runner.py; ExecuTorch from the oracle
-environment of scripts/et_oracle.sh, never imported by etkit). Printed per model and thread count:
-median latency of etkit / ExecuTorch / eager (int8: the converted PT2E model in eager, a float
+run the .pte in fresh processes of their own (bench/pte_runner.py; ExecuTorch from the oracle
+environment of scripts/et_oracle.sh, never imported by etkit), alternating the two systems over
+``--rounds`` processes each so that load on the machine hits both alike. Printed per model and thread
+count: median latency (median over rounds of each process's median) of etkit / ExecuTorch / eager (int8: the converted PT2E model in eager, a float
 simulation), the ratio etkit/ExecuTorch, lowering time (to_edge_transform_and_lower + to_executorch +
 serialization; torch.export excluded), load time, .pte size and the peak RSS of the running process.
 
@@ -146,7 +147,28 @@ def _fmt(value, spec=".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def report(names, facts, out: Path, threads: list[int], repeats: int) -> None:
+def _interleaved(runtime_a: str, pte_a: Path, runtime_b: str, pte_b: Path, inputs: Path, threads: int,
+                 repeats: int, rounds: int) -> tuple[dict, dict]:
+    """Run A and B alternately, ``rounds`` times each (so load on the machine hits both alike);
+    per system: the median over rounds of each round's median, and the first round's load/RSS."""
+    results: dict[str, list] = {runtime_a: [], runtime_b: []}
+    for _ in range(rounds):
+        for runtime, pte in ((runtime_a, pte_a), (runtime_b, pte_b)):
+            results[runtime].append(_run_pte(runtime, pte, inputs, threads, repeats))
+    merged = []
+    for runtime in (runtime_a, runtime_b):
+        runs = results[runtime]
+        errors = [r for r in runs if "error" in r]
+        if errors:
+            merged.append(errors[0])
+            continue
+        first = dict(runs[0])
+        first["median_ms"] = statistics.median(r["median_ms"] for r in runs)
+        merged.append(first)
+    return merged[0], merged[1]
+
+
+def report(names, facts, out: Path, threads: list[int], repeats: int, rounds: int) -> None:
     header = ("model", "thr", "etkit ms", "ET ms", "etkit/ET", "eager ms", "lower etkit s", "lower ET s",
               "lower ratio", "load etkit/ET ms", "size etkit/ET MB", "RSS etkit/ET MB", "delegates etkit/ET")
     rows = [header]
@@ -155,8 +177,9 @@ def report(names, facts, out: Path, threads: list[int], repeats: int) -> None:
         et_lower = et_meta["lower_s"] + et_meta["to_executorch_s"]
         sizes = [(out / f"{p}_{name}.pte").stat().st_size / 1e6 for p in ("etkit", "et")]
         for t in threads:
-            mine = _run_pte("etkit", out / f"etkit_{name}.pte", out / f"{name}.inputs.pt", t, repeats)
-            theirs = _run_pte("executorch", out / f"et_{name}.pte", out / f"{name}.inputs.pt", t, repeats)
+            mine = _interleaved("etkit", out / f"etkit_{name}.pte", "executorch", out / f"et_{name}.pte",
+                                out / f"{name}.inputs.pt", t, repeats, rounds)
+            mine, theirs = mine
             if "error" in mine or "error" in theirs:
                 print(f"{name} ({t} thread(s)): etkit {mine.get('error', 'ok')}; ExecuTorch {theirs.get('error', 'ok')}")
                 continue
@@ -177,7 +200,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {', '.join(MODELS)}")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=20, help="timed runs per process")
+    ap.add_argument("--rounds", type=int, default=3, help="processes per system, alternating etkit/ExecuTorch")
     ap.add_argument("--out", type=Path, default=None, help="keep the .pte files here (default: a temp dir)")
     args = ap.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
@@ -191,7 +215,7 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         facts = prepare(names, out, threads, args.repeats)
         lower_with_executorch(names, out)
-        report(names, facts, out, threads, args.repeats)
+        report(names, facts, out, threads, args.repeats, args.rounds)
     return 0
 
 
