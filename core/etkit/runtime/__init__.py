@@ -375,7 +375,7 @@ class Runtime:
 
 def set_num_threads(num_threads: int) -> None:
     """Threads used by every backend that takes a thread count, for methods loaded from now on
-    (process-wide, like XNNPACK's threadpool; etkit's default is 1; the portable kernels are
+    (process-wide, like a backend library's threadpool; etkit's default is 1; the portable kernels are
     single-threaded). ``etkit_runner --threads N`` is the native equivalent.
 
     Raises:

@@ -23,7 +23,8 @@ What is annotated (so that the partitioner lowers it to XNNPACK's int8 operators
 - add, sub, mul of two tensors (with a fused ReLU);
 - cat (every input and the output share one scale), and the data-movement / pooling ops that keep
   their input's scale (max_pool2d, adaptive_avg_pool2d, mean, flatten, view, reshape, permute,
-  standalone ReLU / hardtanh) when their input is quantized.
+  dropout, clone, standalone ReLU / hardtanh) when their input is quantized; an op reading such a
+  value shares that scale too, so no requantization is inserted.
 
 Dynamic activation quantization (``is_dynamic=True``) is not implemented yet and raises.
 """
@@ -99,7 +100,7 @@ _ACTIVATIONS = {aten.relu.default, aten.relu_.default, aten.hardtanh.default, at
                 aten.clamp.default}
 _SHARE_INPUT = {aten.max_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim,
                 aten.flatten.using_ints, aten.view.default, aten.reshape.default, aten.permute.default,
-                *_ACTIVATIONS}
+                aten.dropout.default, aten.clone.default, *_ACTIVATIONS}
 
 
 def _annotated(node: Node) -> bool:
@@ -124,11 +125,20 @@ def _fusable_activation(node: Node) -> Optional[Node]:
     return None
 
 
+def _input_spec(x: Node, config: QuantizationConfig):
+    """The activation spec for input ``x``: shared with ``x``'s own output quantization when ``x``
+    passes its input's scale through (flatten, view, pooling...), so no requantization is needed."""
+    annotation = x.meta.get(ANNOTATION)
+    if annotation is not None and isinstance(annotation.output_qspec, SharedQuantizationSpec):
+        return SharedQuantizationSpec(x)
+    return config.input_activation
+
+
 def _annotate_weighted(node: Node, config: QuantizationConfig) -> None:
     x, weight = node.args[0], node.args[1]
     if not (_is_float_tensor(x) and _is_float_tensor(weight)):
         return
-    inputs = {x: config.input_activation, weight: config.weight}
+    inputs = {x: _input_spec(x, config), weight: config.weight}
     bias = node.args[2] if len(node.args) > 2 else None
     if isinstance(bias, Node) and config.bias is not None:
         inputs[bias] = config.bias
@@ -144,7 +154,7 @@ def _annotate_binary(node: Node, config: QuantizationConfig) -> None:
     a, b = node.args[0], node.args[1]
     if not (_is_float_tensor(a) and _is_float_tensor(b)) or node.kwargs.get("alpha", 1) != 1:
         return
-    inputs = {a: config.input_activation, b: config.input_activation}
+    inputs = {a: _input_spec(a, config), b: _input_spec(b, config)}
     activation = _fusable_activation(node) if node.target in (aten.add.Tensor, aten.add_.Tensor) else None
     if activation is not None:
         _mark(node, inputs, None)
