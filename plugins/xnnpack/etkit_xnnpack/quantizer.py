@@ -142,7 +142,11 @@ def _annotate_weighted(node: Node, config: QuantizationConfig) -> None:
     bias = node.args[2] if len(node.args) > 2 else None
     if isinstance(bias, Node) and config.bias is not None:
         inputs[bias] = config.bias
-    activation = _fusable_activation(node)
+    _mark_output(node, inputs, _fusable_activation(node), config)
+
+
+def _mark_output(node: Node, inputs: dict, activation: Optional[Node], config: QuantizationConfig) -> None:
+    """Annotate ``node``; its output is quantized after ``activation`` (fused) when there is one."""
     if activation is not None:
         _mark(node, inputs, None)
         _mark(activation, {}, config.output_activation)
@@ -156,11 +160,7 @@ def _annotate_binary(node: Node, config: QuantizationConfig) -> None:
         return
     inputs = {a: _input_spec(a, config), b: _input_spec(b, config)}
     activation = _fusable_activation(node) if node.target in (aten.add.Tensor, aten.add_.Tensor) else None
-    if activation is not None:
-        _mark(node, inputs, None)
-        _mark(activation, {}, config.output_activation)
-    else:
-        _mark(node, inputs, config.output_activation)
+    _mark_output(node, inputs, activation, config)
 
 
 def _annotate_cat(node: Node, config: QuantizationConfig) -> None:
