@@ -130,6 +130,19 @@ def lower_leaky_relu(ctx: LoweringContext, node: torch.fx.Node) -> None:
                          outputId=ctx.define(node, layout), flags=0, debug_handle=ctx.debug_handle)
 
 
+@lowers(op("prelu"))
+def lower_prelu(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    """prelu(x, slope[C] or [1]) -> XNNPReLU; 4-D inputs run in NHWC so the slope applies along the
+    channels, which XNNPACK broadcasts over its last dim."""
+    src, weight = node.args[0], node.args[1]
+    slope = ctx.constant(weight)
+    if slope is None:
+        raise LoweringError(f"{node_desc(node)}: the slope is not a constant")
+    layout = NHWC if len(src.meta["val"].shape) == 4 else CONTIG
+    slope_id = ctx.constant_value(slope.reshape(-1), key=weight)
+    ctx.binary("XNNPReLU", ctx.value(src, layout), slope_id, ctx.define(node, layout))
+
+
 @lowers(op("elu"))
 def lower_elu(ctx: LoweringContext, node: torch.fx.Node) -> None:
     alpha = float(node.args[1]) if len(node.args) > 1 else float(node.kwargs.get("alpha", 1.0))

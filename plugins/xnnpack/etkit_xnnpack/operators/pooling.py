@@ -26,6 +26,22 @@ def lower_mean(ctx: LoweringContext, node: torch.fx.Node) -> None:
         ctx.reshape(pooled, ctx.define(node, CONTIG), static_shape(node))
 
 
+#: XNN_FLAG_ALIGN_CORNERS (include/xnnpack.h of XNNPACK 2024-11-08).
+XNN_FLAG_ALIGN_CORNERS = 0x8
+
+
+@lowers(op("upsample_bilinear2d", "vec"))
+def lower_upsample_bilinear(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    """upsample_bilinear2d(x, output_size, align_corners, scale_factors) -> XNNStaticResizeBilinear2D
+    to the node's static output size (NHWC); PyTorch's align_corners=False is XNNPACK's default
+    half-pixel sampling."""
+    align_corners = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("align_corners", False))
+    _, _, height, width = static_shape(node)
+    ctx.builder.add_node("XNNStaticResizeBilinear2D", "XNNStaticResizeBilinear2D", newHeight=height, newWidth=width,
+                         inputId=ctx.value(node.args[0], NHWC), outputId=ctx.define(node, NHWC),
+                         flags=XNN_FLAG_ALIGN_CORNERS if align_corners else 0, debug_handle=ctx.debug_handle)
+
+
 def _pair(v, default=None) -> list[int]:
     if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
         v = default

@@ -1,9 +1,9 @@
 """Every op-family config of the XNNPACK partitioner; :data:`ALL_CONFIGS` is the default set."""
 from .elementwise import (BinaryConfig, ClampConfig, EluConfig, GeluConfig, HardswishConfig, LeakyReluConfig,
-                          SoftmaxConfig, SquareConfig, ToCopyConfig, UnaryConfig)
+                          PReLUConfig, SoftmaxConfig, SquareConfig, ToCopyConfig, UnaryConfig)
 from .gemm import AddmmConfig, BmmConfig, ConvolutionConfig, LinearConfig, MmConfig
 from .pooling import (AvgPool2dConfig, BatchNormConfig, GetItemConfig, LayerNormConfig, MaxPool2dConfig,
-                      MeanDimConfig)
+                      MeanDimConfig, UpsampleBilinear2dConfig)
 from .quant import DequantizeConfig, QuantizeConfig
 from .shape import (CatConfig, ConstantPadConfig, ExpandConfig, PermuteConfig, ReshapeConfig, SliceConfig,
                     SplitConfig)
@@ -12,6 +12,7 @@ from .shape import (CatConfig, ConstantPadConfig, ExpandConfig, PermuteConfig, R
 ALL_CONFIGS = (
     ConvolutionConfig, LinearConfig, AddmmConfig, MmConfig, BmmConfig,
     BinaryConfig, UnaryConfig, HardswishConfig, ClampConfig, GeluConfig, LeakyReluConfig, EluConfig, SquareConfig,
+    PReLUConfig, UpsampleBilinear2dConfig,
     SoftmaxConfig, ToCopyConfig,
     MeanDimConfig, AvgPool2dConfig, MaxPool2dConfig, BatchNormConfig, LayerNormConfig, GetItemConfig,
     ReshapeConfig, PermuteConfig, ExpandConfig, CatConfig, SliceConfig, SplitConfig, ConstantPadConfig,

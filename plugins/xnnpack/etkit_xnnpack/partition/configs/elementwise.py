@@ -67,6 +67,26 @@ class HardswishConfig(XnnpackOpConfig):
     keep_undecomposed = (aten.hardswish.default,)
 
 
+class PReLUConfig(XnnpackOpConfig):
+    """``aten.prelu`` kept undecomposed -> XNNPACK prelu: the input's channels (dim 1) must be the
+    last dim XNNPACK sees (4-D NCHW, run in NHWC, or 2-D [N, C]) and the slope a constant with one
+    value per channel or one in total."""
+
+    targets = (aten.prelu.default,)
+    keep_undecomposed = (aten.prelu.default,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        x = tensor_vals(node.args[0])[0]
+        if x.dim() not in (2, 4):
+            return f"{x.dim()}-D input; only 2-D [N, C] or 4-D [N, C, H, W] map channels to XNNPACK's last dim"
+        if not is_constant(node.args[1], ep):
+            return "the slope (weight) is not a constant"
+        slopes = tensor_vals(node.args[1])[0].numel()
+        if slopes not in (1, x.shape[1]):
+            return f"{slopes} slopes for {x.shape[1]} channels"
+        return None
+
+
 class ClampConfig(XnnpackOpConfig):
     """relu, hardtanh (relu6), clamp with number bounds -> XNNPACK clamp."""
 

@@ -11,6 +11,19 @@ from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_consta
 aten = torch.ops.aten
 
 
+class UpsampleBilinear2dConfig(XnnpackOpConfig):
+    """``aten.upsample_bilinear2d.vec`` kept undecomposed -> XNNPACK static resize bilinear 2-D
+    (NHWC), with or without ``align_corners``; the output size must be static."""
+
+    targets = (aten.upsample_bilinear2d.vec,)
+    keep_undecomposed = (aten.upsample_bilinear2d.vec,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        if tensor_vals(node.args[0])[0].dim() != 4:
+            return "only 4-D [N, C, H, W] input is supported"
+        return None
+
+
 def _pair(v, default):
     if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
         v = default
