@@ -124,11 +124,14 @@ class XnnpackPartitioner(Partitioner):
         for node in ep.graph.nodes:
             if node.op != "call_function":
                 continue
+            if is_constant(node, ep):
+                # Folded by preprocess whatever its op (a permute or dequantize of a weight), so no
+                # config is needed; decided below: only worth delegating next to its users.
+                const_derived.append(node)
+                continue
             rejection = self.check_node(node, ep)
             if rejection is not None:
                 rejected.append(rejection)
-            elif is_constant(node, ep):
-                const_derived.append(node)  # decided below: only worth delegating next to its users
             else:
                 supported.add(node)
         # Fold-at-compile-time nodes (e.g. permute_copy(weight)) go with their users; walk users first
