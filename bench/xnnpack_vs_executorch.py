@@ -3,7 +3,8 @@
     .venv/bin/python bench/xnnpack_vs_executorch.py [--models a,b] [--threads 1,2] [--repeats 30] [--out DIR]
 
 For each model: etkit and ExecuTorch each lower the same ExportedProgram (int8 models: quantized once
-with etkit's XNNPACKQuantizer, PT2E static per-channel, and saved, so both lower the same graph) and
+with etkit's XNNPACKQuantizer, PT2E per-channel, static or dynamic, and saved, so both lower the same
+graph) and
 run the .pte in fresh processes of their own (bench/pte_runner.py; ExecuTorch from the oracle
 environment of scripts/et_oracle.sh, never imported by etkit), alternating the two systems over
 ``--rounds`` processes each so that load on the machine hits both alike. Printed per model and thread
@@ -62,26 +63,29 @@ def _minilm():
 IMAGE = (_randn(1, 1, 3, 224, 224),)
 CALIBRATION = [(_randn(10 + i, 1, 3, 224, 224),) for i in range(4)]
 
-#: name -> (factory returning (model, inputs), quantize?)
+#: name -> (factory returning (model, inputs), quantization: None, "static" or "dynamic")
 MODELS = {
-    "mobilenet_v2_fp32": (lambda: (calibrated_mobilenet_v2(), IMAGE), False),
-    "mobilenet_v2_int8": (lambda: (calibrated_mobilenet_v2(), IMAGE), True),
-    "resnet18_fp32": (lambda: (_resnet18(), IMAGE), False),
-    "resnet18_int8": (lambda: (_resnet18(), IMAGE), True),
-    "transformer_encoder": (lambda: (_encoder(), (_randn(2, 1, 128, 256),)), False),
-    "minilm_fp32": (_minilm, False),
+    "mobilenet_v2_fp32": (lambda: (calibrated_mobilenet_v2(), IMAGE), None),
+    "mobilenet_v2_int8": (lambda: (calibrated_mobilenet_v2(), IMAGE), "static"),
+    "resnet18_fp32": (lambda: (_resnet18(), IMAGE), None),
+    "resnet18_int8": (lambda: (_resnet18(), IMAGE), "static"),
+    "transformer_encoder": (lambda: (_encoder(), (_randn(2, 1, 128, 256),)), None),
+    "minilm_fp32": (_minilm, None),
+    "minilm_dynamic_int8": (_minilm, "dynamic"),
 }
 
 
-def _quantize(model, inputs):
+def _quantize(model, inputs, mode: str):
+    """PT2E per-channel int8: static (calibrated on CALIBRATION) or dynamic (linears, activations
+    quantized at run time)."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from etkit_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
-    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
-    prepared = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
+    config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=mode == "dynamic")
+    prepared = prepare_pt2e(torch.export.export(model, inputs).module(), XNNPACKQuantizer().set_global(config))
     with torch.no_grad():
-        for batch in CALIBRATION:
+        for batch in (CALIBRATION if mode == "static" else [inputs]):
             prepared(*batch)
     return convert_pt2e(prepared)
 
@@ -120,7 +124,7 @@ def prepare(names: list[str], out: Path, threads: list[int], repeats: int) -> di
     for name in names:
         factory, quantize = MODELS[name]
         model, inputs = factory()
-        module = _quantize(model, inputs) if quantize else model
+        module = _quantize(model, inputs, quantize) if quantize else model
         ep = torch.export.export(module, inputs)
         torch.export.save(ep, out / f"{name}.pt2")
         torch.save(list(inputs), out / f"{name}.inputs.pt")

@@ -16,6 +16,7 @@ from torch.export import ExportedProgram
 from .backend.lowering import to_backend as _to_backend_one
 from .backend.partitioner import PartitionReport, Partitioner
 from .dialects.edge import EdgeCompileConfig, check_edge_graph, scalars_to_tensors, to_edge_graph
+from .passes.decompose_nodes import decompose_nodes
 
 ProgramsArg = Union[ExportedProgram, dict]
 
@@ -29,12 +30,16 @@ def _as_dict(programs: ProgramsArg) -> dict:
                     f"{type(programs).__name__}")
 
 
-def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileConfig) -> ExportedProgram:
+def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileConfig,
+                       partitioners: Sequence[Partitioner] = ()) -> ExportedProgram:
     table = torch.export.default_decompositions()
     for op in list(keep) + list(config.preserve_ops):
         if op in table:
             table.pop(op)
     ep = ep.run_decompositions(table)
+    refused = _nodes_refused_by_filters(partitioners, ep, set(keep) - set(config.preserve_ops))
+    if refused:
+        decompose_nodes(ep.graph_module, refused, torch.export.default_decompositions())
     to_edge_graph(ep.graph_module)
     scalars_to_tensors(ep)
     if config._check_ir_validity:
@@ -43,16 +48,30 @@ def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileC
 
 
 def _ops_to_keep(partitioners: Sequence[Partitioner], ep: ExportedProgram) -> list:
+    """Ops that some partitioner keeps whole for at least one node (the others are decomposed one by
+    one afterwards, see :func:`_nodes_refused_by_filters`)."""
     keep: list = []
     for p in partitioners:
         ops, node_filter = p.ops_to_not_decompose(ep)
         for op in ops:
-            if node_filter is not None:
-                nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target == op]
-                if not all(node_filter(n) for n in nodes):
-                    continue  # some node of this op must decompose; keep none of them whole
-            keep.append(op)
+            nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target == op]
+            if node_filter is None or any(node_filter(n) for n in nodes):
+                keep.append(op)
     return keep
+
+
+def _nodes_refused_by_filters(partitioners: Sequence[Partitioner], ep: ExportedProgram, kept: set) -> list:
+    """Nodes of the kept ops that no partitioner wants whole (asked again on the decomposed graph)."""
+    wanted: set = set()
+    candidates = [n for n in ep.graph.nodes if n.op == "call_function" and n.target in kept]
+    if not candidates:
+        return []
+    for p in partitioners:
+        ops, node_filter = p.ops_to_not_decompose(ep)
+        for n in candidates:
+            if n.target in ops and (node_filter is None or node_filter(n)):
+                wanted.add(n)
+    return [n for n in candidates if n not in wanted]
 
 
 def to_edge(programs: ProgramsArg, constant_methods: Optional[dict] = None,
@@ -102,7 +121,7 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
     edge = {}
     for name, ep in programs.items():
         keep = _ops_to_keep(per_method[name], ep)
-        edge[name] = _decompose_to_edge(ep, keep, config)
+        edge[name] = _decompose_to_edge(ep, keep, config, per_method[name])
     manager = EdgeProgramManager(edge, config)
     for fn in transform_passes:
         manager = manager.transform([fn])

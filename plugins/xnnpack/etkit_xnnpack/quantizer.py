@@ -26,7 +26,10 @@ What is annotated (so that the partitioner lowers it to XNNPACK's int8 operators
   dropout, clone, standalone ReLU / hardtanh) when their input is quantized; an op reading such a
   value shares that scale too, so no requantization is inserted.
 
-Dynamic activation quantization (``is_dynamic=True``) is not implemented yet and raises.
+With ``is_dynamic=True`` only linears are annotated: their input is quantized to int8 at run time
+(``PlaceholderObserver``: ``choose_qparams`` + quantize + dequantize in the converted graph), weights
+as above, outputs stay float; the partitioner lowers them to XNNPACK's qd8 fully connected, which
+quantizes each row with its own scale (see ``operators/dynamic_quant.py``).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ import torch
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e import (FusedMovingAvgObsFakeQuantize, HistogramObserver, MinMaxObserver,
                                        MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
-                                       PerChannelMinMaxObserver)
+                                       PerChannelMinMaxObserver, PlaceholderObserver)
 from torchao.quantization.pt2e.quantizer import (QuantizationAnnotation, QuantizationSpec, Quantizer,
                                                  SharedQuantizationSpec)
 
@@ -67,14 +70,10 @@ def get_symmetric_quantization_config(is_per_channel: bool = False, is_qat: bool
     Args:
         is_per_channel: one weight scale per output channel (XNNPACK ``qcint8``) instead of one per tensor.
         is_qat: fake-quantize modules for ``prepare_qat_pt2e`` instead of observers.
-        is_dynamic: activation ranges computed at run time; not implemented yet.
+        is_dynamic: activation ranges computed at run time from each input (linears only; no
+            calibration needed, outputs stay float).
         act_qmin, act_qmax, weight_qmin, weight_qmax: integer ranges (XNNPACK's defaults).
-    Raises:
-        NotImplementedError: for ``is_dynamic=True``.
     """
-    if is_dynamic:
-        raise NotImplementedError("dynamically quantized activations are not supported by etkit's XNNPACK "
-                                  "backend yet; use static quantization (is_dynamic=False)")
     if is_qat:
         act_observer = FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver)
         weight_observer = FusedMovingAvgObsFakeQuantize.with_args(
@@ -82,12 +81,16 @@ def get_symmetric_quantization_config(is_per_channel: bool = False, is_qat: bool
     else:
         act_observer = HistogramObserver.with_args(eps=2 ** -12)
         weight_observer = PerChannelMinMaxObserver if is_per_channel else MinMaxObserver
+    if is_dynamic:
+        act_observer = PlaceholderObserver.with_args(eps=2 ** -12)
     activation = QuantizationSpec(dtype=torch.int8, quant_min=act_qmin, quant_max=act_qmax,
-                                  qscheme=torch.per_tensor_affine, is_dynamic=False,
+                                  qscheme=torch.per_tensor_affine, is_dynamic=is_dynamic,
                                   observer_or_fake_quant_ctr=act_observer)
     weight = QuantizationSpec(dtype=torch.int8, quant_min=weight_qmin, quant_max=weight_qmax,
                               qscheme=torch.per_channel_symmetric if is_per_channel else torch.per_tensor_symmetric,
                               ch_axis=0, is_dynamic=False, observer_or_fake_quant_ctr=weight_observer)
+    if is_dynamic:
+        return QuantizationConfig(activation, None, weight, None, is_qat)
     return QuantizationConfig(activation, activation, weight, None, is_qat)
 
 
@@ -152,6 +155,13 @@ def _mark_output(node: Node, inputs: dict, activation: Optional[Node], config: Q
         _mark(activation, {}, config.output_activation)
     else:
         _mark(node, inputs, config.output_activation)
+
+
+def _annotate_dynamic_linear(node: Node, config: QuantizationConfig) -> None:
+    """Input quantized at run time, weight ahead of time, output float (no output quantization)."""
+    x, weight = node.args[0], node.args[1]
+    if _is_float_tensor(x) and _is_float_tensor(weight):
+        _mark(node, {x: config.input_activation, weight: config.weight}, None)
 
 
 def _annotate_binary(node: Node, config: QuantizationConfig) -> None:
@@ -221,8 +231,13 @@ class XNNPACKQuantizer(Quantizer):
         config = self.global_config
         if config is None:
             return model
+        dynamic = config.input_activation is not None and config.input_activation.is_dynamic
         for node in model.graph.nodes:
             if node.op != "call_function" or _annotated(node):
+                continue
+            if dynamic:
+                if node.target in _LINEAR:
+                    _annotate_dynamic_linear(node, config)
                 continue
             handler = _HANDLERS.get(node.target)
             if handler is not None:

@@ -35,9 +35,6 @@ NOT_APPLICABLE = {
 }
 #: Not implemented yet (issue 4), with the reason.
 NOT_YET = {
-    "choose_qparams_affine.default": "dynamic / torchao affine quantization (qd8 linears) is not implemented",
-    "quantize_affine.default": "dynamic / torchao affine quantization (qd8 linears) is not implemented",
-    "dequantize_affine.default": "dynamic / torchao affine quantization (qd8 linears) is not implemented",
     "max.dim": "argmax pooling (XNNArgMaxPooling2d) is not lowered yet",
 }
 

@@ -170,13 +170,6 @@ def test_etkit_quantizer_fuses_activations_into_the_op():
     assert conv_nodes and (conv_nodes[0].outputMinMax.outputMin, conv_nodes[0].outputMinMax.outputMax) == (0.0, 6.0)
 
 
-def test_dynamic_quantization_is_refused_with_a_reason():
-    from etkit_xnnpack.quantizer import get_symmetric_quantization_config
-
-    with pytest.raises(NotImplementedError, match="dynamic"):
-        get_symmetric_quantization_config(is_dynamic=True)
-
-
 def test_qat_config_prepares_and_converts():
     """``prepare_qat_pt2e`` with ``is_qat=True``: a few training steps, then convert, lower, run."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e

@@ -19,6 +19,7 @@ import torch
 from torch.export import ExportedProgram
 
 from ..serialization.graph_builder import XNN_INVALID_VALUE_ID, XnnGraphBuilder
+from .dynamic_quant import WEIGHT_DEQUANTIZE_OPS
 from .quant import (DEQUANTIZE_OPS, QINT8, Int8Params, QuantPlan, activation_params, is_dequantize,
                     is_quantize)
 
@@ -41,8 +42,12 @@ FOLDABLE_OPS = {
     aten.squeeze_copy.dim, aten.squeeze_copy.dims, aten.squeeze_copy.default, aten.squeeze.dim,
     aten.clone.default, aten.alias_copy.default, aten.detach_copy.default, aten.expand_copy.default,
     aten.expand.default, aten.slice_copy.Tensor, aten.slice.Tensor, aten.select_copy.int, aten.select.int,
-    *DEQUANTIZE_OPS,
+    *DEQUANTIZE_OPS, *WEIGHT_DEQUANTIZE_OPS,
 }
+# Before decomposition a tensor-subclass weight (torchao's quantized tensors) is read through this op.
+_ACCESS_INNER = getattr(getattr(torch.ops, "export", None), "access_subclass_inner_tensor", None)
+if _ACCESS_INNER is not None:
+    FOLDABLE_OPS.add(_ACCESS_INNER.default)
 
 
 class LoweringError(RuntimeError):
@@ -198,6 +203,11 @@ class LoweringContext:
     def output_clamp(self, node: torch.fx.Node) -> Optional[tuple[float, float]]:
         """The (min, max) of an activation fused into ``node`` (quantized partitions), else None."""
         return self.quant_plan.clamp(node) if self.quant_plan is not None else None
+
+    def bind(self, node: torch.fx.Node, vid: int, layout: str = CONTIG) -> None:
+        """Make the already defined value ``vid`` hold ``node``'s result in ``layout``."""
+        self._ids.setdefault(node, {})[layout] = vid
+        self._primary.setdefault(node, layout)
 
     def alias(self, node: torch.fx.Node, source: torch.fx.Node) -> None:
         """Let ``node`` denote the very same values as ``source`` (getitem, folded batch norm)."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from ..serialization.graph_builder import XNN_INVALID_VALUE_ID
+from ..serialization.graph_builder import XNN_INVALID_VALUE_ID, PerChannel, PerChannelGroup
 from .context import CONTIG, NHWC, LoweringContext, LoweringError, node_desc
+from .dynamic_quant import dynamic_activation_source, dynamic_weight, pack_int4
 from .quant import channel_scales, quantized_bias, quantized_filter, weight_quantization
 from .registry import lowers, op
 
@@ -48,9 +49,34 @@ def _weights(ctx: LoweringContext, node: torch.fx.Node, input_id: int, filt: tor
     return filter_id, bias_id
 
 
+def _dynamic_filter(ctx: LoweringContext, node: torch.fx.Node, w_arg) -> int:
+    """The qcint8 / qcint4 / qbint4 filter of a dynamically quantized linear (see :mod:`.dynamic_quant`)."""
+    weight, reason = dynamic_weight(w_arg, ctx.constant)
+    if weight is None:
+        raise LoweringError(f"{node_desc(node)}: {reason}")
+    n, k = weight.values.shape
+    if weight.bits == 8:
+        data = weight.values.contiguous().numpy().tobytes()
+    else:
+        data = pack_int4(weight.values)
+    if weight.group_size is None:
+        quant = PerChannel(weight.scales.tolist(), 0)
+    else:
+        quant = PerChannelGroup(weight.scales.numpy(), weight.group_size)
+    return ctx.builder.add_packed_constant(data, [n, k], datatype=weight.datatype, quant=quant)
+
+
 def _fully_connected(ctx: LoweringContext, node: torch.fx.Node, x, weight_nk: torch.Tensor,
                      bias: torch.Tensor | None, w_arg) -> None:
     input_id = ctx.value(x, CONTIG)
+    if dynamic_activation_source(x) is not None:
+        # qdint8 activation (quantized per row at run time), int8/int4 weight, fp32 bias and output.
+        filter_id = _dynamic_filter(ctx, node, w_arg)
+        bias_id = ctx.constant_value(bias.reshape(-1)) if bias is not None else XNN_INVALID_VALUE_ID
+        ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=input_id, filterId=filter_id,
+                             biasId=bias_id, outputId=ctx.define(node, CONTIG), flags=0,
+                             debug_handle=ctx.debug_handle)
+        return
     filter_id, bias_id = _weights(ctx, node, input_id, weight_nk, bias, w_arg, 0)
     ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=input_id, filterId=filter_id,
                          biasId=bias_id, outputId=ctx.define(node, CONTIG), flags=0, debug_handle=ctx.debug_handle,

@@ -124,6 +124,9 @@ def lower_batch_norm(ctx: LoweringContext, node: torch.fx.Node) -> None:
 def lower_getitem(ctx: LoweringContext, node: torch.fx.Node) -> None:
     """Output 0 of a multi-output op (batch norm, max_pool2d_with_indices) is the op's value; an
     output of a split is a slice."""
+    from .dynamic_quant import CHOOSE_QPARAMS_OPS
+    if node.args[0].target in CHOOSE_QPARAMS_OPS:
+        return  # a row scale / zero point: computed inside XNNPACK's convert to qdint8
     if node.args[0] in ctx.multi_output_ops:
         from .shape import lower_split_item
         lower_split_item(ctx, node)

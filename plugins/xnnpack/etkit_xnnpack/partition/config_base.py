@@ -23,8 +23,9 @@ MAX_DIMS = 6
 
 
 class ConfigPrecisionType(enum.Enum):
-    """Numeric flavours a config may delegate (ExecuTorch's names). FP32 and STATIC_QUANT (PT2E int8
-    activations and weights) are implemented; DYNAMIC_QUANT is not yet."""
+    """Numeric flavours a config may delegate (ExecuTorch's names): FP32; STATIC_QUANT (PT2E int8
+    activations and weights); DYNAMIC_QUANT (int8 activations quantized per row at run time, int8 or
+    int4 weights: linear only)."""
 
     FP32 = 1
     STATIC_QUANT = 2
@@ -33,6 +34,8 @@ class ConfigPrecisionType(enum.Enum):
 
 #: Configs whose ops also run on int8 data in statically quantized partitions (operators/quant.py).
 FP32_AND_STATIC_QUANT = (ConfigPrecisionType.FP32, ConfigPrecisionType.STATIC_QUANT)
+#: Configs that serve every precision (linear; getitem, which also unpacks choose_qparams).
+ALL_PRECISIONS = tuple(ConfigPrecisionType)
 
 
 class ConstantAnalysis:

@@ -107,6 +107,9 @@ class XnnpackPartitioner(Partitioner):
         self.per_op_mode = per_op_mode
         self.verbose = verbose
         self._report: Optional[PartitionReport] = None
+        #: node name -> why a composite op was not kept whole (it is decomposed, so the node is gone
+        #: by partition time; the report still names it).
+        self._refused_whole: dict[str, Rejection] = {}
 
     # ---- decisions ----------------------------------------------------------------------------
 
@@ -178,6 +181,11 @@ class XnnpackPartitioner(Partitioner):
         duplicate_shared_constants(ep)
         tag_constant_data(ep)
         name_to_node = {n.name: n for n in ep.graph.nodes}
+        for name, r in self._refused_whole.items():
+            if name not in name_to_node:
+                rejected.insert(0, Rejection(r.node_name, r.target, f"{r.reason}; decomposed into Core ATen ops "
+                                             f"instead (see the nodes below)"))
+        self._refused_whole = {}
         rejected.sort(key=lambda r: order.get(name_to_node.get(r.node_name), 0))
         self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
         if self.verbose:
@@ -217,7 +225,14 @@ class XnnpackPartitioner(Partitioner):
         reset_constants(ep)
 
         def delegable(node: torch.fx.Node) -> bool:
-            return self.check_node(node, ep) is None
+            if is_constant(node, ep):
+                # A dequantized weight: folded at compile time by the delegate that reads it.
+                return bool(node.users) and all(is_constant(u, ep) or self.check_node(u, ep) is None
+                                                for u in node.users)
+            rejection = self.check_node(node, ep)
+            if rejection is not None:
+                self._refused_whole[node.name] = rejection
+            return rejection is None
 
         return ops, delegable
 

@@ -82,6 +82,42 @@ class PerChannel:
         return _mod("XNNQuantParams").XNNQuantParams.PerChannelQuant, q
 
 
+class PerToken:
+    """Quantized at run time, one scale and zero point per row (XNNPACK ``qdint8``): the last
+    ``num_nonbatch_dims`` dims form a row."""
+
+    def __init__(self, num_nonbatch_dims: int = 1) -> None:
+        self.num_nonbatch_dims = int(num_nonbatch_dims)
+
+    def to_fb(self, builder: "XnnGraphBuilder"):
+        q = _mod("PerTokenDynamicQuant").PerTokenDynamicQuantT()
+        q.numNonbatchDims = self.num_nonbatch_dims
+        return _mod("XNNQuantParams").XNNQuantParams.PerTokenDynamicQuant, q
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PerToken) and other.num_nonbatch_dims == self.num_nonbatch_dims
+
+
+class PerChannelGroup:
+    """One scale per group of ``group_size`` consecutive elements of each row of a 2-D [out, in]
+    weight, zero point 8 (XNNPACK ``qbint4``). ``scales`` [out, in / group_size] are stored as bf16
+    in the constant data, as ExecuTorch writes them."""
+
+    def __init__(self, scales: np.ndarray, group_size: int) -> None:
+        self.scales = np.ascontiguousarray(scales, dtype=np.float32)
+        self.group_size = int(group_size)
+
+    def to_fb(self, builder: "XnnGraphBuilder"):
+        import torch  # bf16 rounding (round to nearest even) without writing it by hand
+
+        bf16 = torch.from_numpy(self.scales.reshape(-1).copy()).to(torch.bfloat16).view(torch.int16).numpy()
+        q = _mod("PerChannelGroupQuant").PerChannelGroupQuantT()
+        q.scale, q.channelDim, q.groupSize = [], 0, self.group_size
+        q.scaleBufferIdx = builder.add_constant_data(bf16.tobytes(), prefix="scale_")
+        q.numScales = int(self.scales.size)
+        return _mod("XNNQuantParams").XNNQuantParams.PerChannelGroupQuant, q
+
+
 class XnnGraphBuilder:
     """Accumulates values, nodes and constant data, then serializes the payload.
 
@@ -210,6 +246,11 @@ class XnnGraphBuilder:
             array = np.ascontiguousarray(array)
         idx = self.add_constant_data(array.tobytes())
         return self.add_value(list(array.shape), datatype=datatype, constant_idx=idx, quant=quant)
+
+    def add_packed_constant(self, data: bytes, dims: Sequence[int], *, datatype: int, quant) -> int:
+        """Define a constant whose bytes are already in XNNPACK's layout (packed int4 weights) and
+        whose logical shape is ``dims``; returns its value id."""
+        return self.add_value(list(dims), datatype=datatype, constant_idx=self.add_constant_data(data), quant=quant)
 
     # ---- nodes --------------------------------------------------------------------------------
 

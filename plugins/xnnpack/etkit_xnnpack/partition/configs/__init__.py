@@ -1,4 +1,5 @@
 """Every op-family config of the XNNPACK partitioner; :data:`ALL_CONFIGS` is the default set."""
+from .dynamic_quant import DynamicQuantChainConfig
 from .elementwise import (BinaryConfig, ClampConfig, EluConfig, GeluConfig, HardswishConfig, LeakyReluConfig,
                           PReLUConfig, SoftmaxConfig, SquareConfig, ToCopyConfig, UnaryConfig)
 from .gemm import AddmmConfig, BmmConfig, ConvolutionConfig, LinearConfig, MmConfig
@@ -16,7 +17,7 @@ ALL_CONFIGS = (
     SoftmaxConfig, ToCopyConfig,
     MeanDimConfig, AvgPool2dConfig, MaxPool2dConfig, BatchNormConfig, LayerNormConfig, GetItemConfig,
     ReshapeConfig, PermuteConfig, ExpandConfig, CatConfig, SliceConfig, SplitConfig, ConstantPadConfig,
-    QuantizeConfig, DequantizeConfig,
+    QuantizeConfig, DequantizeConfig, DynamicQuantChainConfig,
 )
 
 __all__ = [c.__name__ for c in ALL_CONFIGS] + ["ALL_CONFIGS"]

@@ -6,7 +6,8 @@ from typing import Optional
 
 import torch
 
-from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
+from ...operators.dynamic_quant import dynamic_activation_source
+from ..config_base import ALL_PRECISIONS, FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
 
 aten = torch.ops.aten
 
@@ -31,7 +32,7 @@ class ConvolutionConfig(XnnpackOpConfig):
 class LinearConfig(XnnpackOpConfig):
     """``aten.linear`` kept undecomposed; constant weight [N, K] and bias [N]."""
 
-    precisions = FP32_AND_STATIC_QUANT
+    precisions = ALL_PRECISIONS
     targets = (aten.linear.default,)
     keep_undecomposed = (aten.linear.default,)
 
@@ -41,6 +42,9 @@ class LinearConfig(XnnpackOpConfig):
         bias = arg(node, 2, "bias")
         if bias is not None and not is_constant(bias, ep):
             return "bias is not a constant"
+        if dynamic_activation_source(node.args[0]) is not None:
+            from .dynamic_quant import check_dynamic_linear
+            return check_dynamic_linear(node, ep)
         return None
 
 

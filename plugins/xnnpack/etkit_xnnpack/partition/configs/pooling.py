@@ -6,7 +6,8 @@ from typing import Optional
 
 import torch
 
-from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
+from ...operators.dynamic_quant import CHOOSE_QPARAMS_OPS
+from ..config_base import ALL_PRECISIONS, FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
 
 aten = torch.ops.aten
 
@@ -118,9 +119,10 @@ _SPLITS = (aten.split_with_sizes_copy.default, aten.split_with_sizes.default, at
 
 
 class GetItemConfig(XnnpackOpConfig):
-    """``getitem(x, 0)`` of batch norm, layer norm or max pool with indices; any ``getitem`` of a split."""
+    """``getitem(x, 0)`` of batch norm, layer norm or max pool with indices; any ``getitem`` of a split
+    or of a dynamic quantization's choose_qparams."""
 
-    precisions = FP32_AND_STATIC_QUANT
+    precisions = ALL_PRECISIONS
     targets = (operator.getitem,)
 
     def check_common(self, node, ep) -> Optional[str]:
@@ -128,6 +130,8 @@ class GetItemConfig(XnnpackOpConfig):
 
     def check_constraints(self, node, ep) -> Optional[str]:
         src = node.args[0]
+        if isinstance(src, torch.fx.Node) and src.target in CHOOSE_QPARAMS_OPS:
+            return None  # delegated with its choose_qparams (the partitioner drops it otherwise)
         if isinstance(src, torch.fx.Node) and src.target in _SPLITS:
             return None
         if not isinstance(src, torch.fx.Node) or src.target not in (
