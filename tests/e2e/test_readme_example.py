@@ -33,3 +33,12 @@ def test_readme_quantization_example_runs(tmp_path, monkeypatch):
     assert cosine > 0.9, f"int8 program vs PT2E reference: cosine {cosine:.3f}"
     size = (tmp_path / "model_int8.pte").stat().st_size
     assert size < 16_000_000, f"int8 ResNet-18 program is {size} bytes (fp32 is about 47 MB)"
+
+
+def test_readme_torchao_example_runs_on_qd8_int4(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "readme_example"}
+    exec(compile(_blocks()[2], str(README), "exec"), scope)  # asserts cosine > 0.999 itself
+    payloads = [getattr(scope["edge"].exported_program().graph_module, n.target).processed_bytes
+                for n in scope["edge"].exported_program().graph.nodes if n.op == "get_attr"]
+    assert len(payloads) == 1, "the example's linears should form one XNNPACK delegate"
