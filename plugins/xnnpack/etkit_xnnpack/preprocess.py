@@ -17,7 +17,9 @@ reads it the way ExecuTorch's ``XNNCompiler`` does:
 - NCHW: inputs and outputs stay contiguous; explicit ``XNNStaticTranspose`` nodes move 4-D data to
   NHWC for convolutions/poolings and back (see :mod:`etkit_xnnpack.operators.context`).
 - Folding at compile time: batch norm after a convolution goes into its weights; views/permutes of
-  constants are evaluated; Python scalars become 1-element fp32 constants.
+  constants are evaluated; Python scalars become 1-element fp32 constants; a ReLU / hardtanh / clamp
+  after a convolution, linear or add/sub/mul becomes that node's output clamp
+  (:mod:`etkit_xnnpack.operators.fusion`).
 - Ops without an XNNPACK node of their own are written with ones that exist: layer norm (pooling and
   arithmetic, :mod:`etkit_xnnpack.operators.norm`), select (slice + reshape), split (slices),
   standalone batch norm (multiply + add).
@@ -86,6 +88,7 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     :class:`XnnpackBackend.preprocess`)."""
     from .operators import LOWERINGS, LoweringContext, LoweringError
     from .operators.context import node_desc
+    from .operators.fusion import float_activation_fusions
     from .operators.quant import QuantPlan
     from .serialization.graph_builder import XnnGraphBuilder
     from etkit.backend.utils import is_constant
@@ -94,6 +97,8 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     ctx = LoweringContext(ep, builder)
     ctx.bn_folded_into = find_foldable_batch_norms(ep, ctx)
     ctx.quant_plan = QuantPlan(ep.graph, ctx.constant)
+    float_fused = float_activation_fusions(ep.graph, ctx.bn_folded_into, ctx.quant_plan.is_quantized)
+    ctx.float_fused_into = {op_node: act for act, op_node in float_fused.items()}
 
     graph = ep.graph
     for node in graph.nodes:
@@ -115,7 +120,7 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
             raise LoweringError(f"{node_desc(node)} has no XNNPACK lowering; it should not have been partitioned "
                                 f"to XnnpackBackend")
         ctx.debug_handle = int(node.meta.get("debug_handle", 0) or 0)
-        fused_into = ctx.quant_plan.fused.get(node)
+        fused_into = ctx.quant_plan.fused.get(node) or float_fused.get(node)
         if fused_into is not None:
             ctx.alias(node, fused_into)  # activation applied as the int8 op's output clamp
             continue

@@ -58,12 +58,17 @@ def conv_block_payload():
 
 def test_conv_block_node_sequence_folds_batch_norm_and_stays_nhwc(conv_block_payload):
     _, _, (_, graph, _) = conv_block_payload
-    assert kinds(graph) == ["XNNStaticTranspose", "XNNConv2d", "XNNClamp", "XNNDepthwiseConv2d", "XNNConv2d",
+    # relu6 after conv + batch norm is the convolution's output clamp; the clamp of a value that is
+    # also read by the add stays a node of its own.
+    assert kinds(graph) == ["XNNStaticTranspose", "XNNConv2d", "XNNDepthwiseConv2d", "XNNConv2d",
                             "XNNClamp", "XNNAdd", "XNNGlobalAvgPooling2d", "XNNStaticTranspose",
                             "XNNStaticReshape", "XNNFullyConnected"]
     first = graph.xnodes[0].xnodeUnion
     assert list(first.perm) == [0, 2, 3, 1] and first.inputId == graph.inputIds[0]
-    assert list(graph.xnodes[8].xnodeUnion.perm) == [0, 3, 1, 2]
+    fused = graph.xnodes[1].outputMinMax
+    assert fused is not None and (fused.outputMin, fused.outputMax) == (0.0, 6.0)
+    assert graph.xnodes[2].outputMinMax is None and graph.xnodes[3].outputMinMax is None
+    assert list(graph.xnodes[7].xnodeUnion.perm) == [0, 3, 1, 2]
 
 
 def test_externs_are_inputs_then_outputs_with_flags(conv_block_payload):
@@ -111,17 +116,17 @@ def test_conv_filter_is_ohwi_with_batch_norm_folded(conv_block_payload):
 
 def test_depthwise_filter_is_1hwo(conv_block_payload):
     model, _, (_, graph, constants) = conv_block_payload
-    dw = graph.xnodes[3].xnodeUnion
+    dw = graph.xnodes[2].xnodeUnion
     expected = model.dw.weight.permute(1, 2, 3, 0).detach().numpy()   # [16, 1, 3, 3] -> [1, 3, 3, 16]
     np.testing.assert_array_equal(constant_array(graph, constants, dw.filterId), expected)
     assert (dw.groups, dw.groupInputChannels, dw.groupOutputChannels) == (16, 1, 1)
     assert (dw.subsamplingHeight, dw.subsamplingWidth) == (2, 2)
 
 
-def test_clamp_carries_relu6_bounds(conv_block_payload):
+def test_standalone_clamp_carries_its_bounds(conv_block_payload):
     _, _, (_, graph, _) = conv_block_payload
-    clamp = graph.xnodes[2]
-    assert (clamp.outputMinMax.outputMin, clamp.outputMinMax.outputMax) == (0.0, 6.0)
+    clamp = graph.xnodes[4]
+    assert (clamp.outputMinMax.outputMin, clamp.outputMinMax.outputMax) == (-0.5, 0.5)
 
 
 def test_fully_connected_filter_is_out_by_in(conv_block_payload):

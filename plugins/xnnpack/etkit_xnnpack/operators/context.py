@@ -101,6 +101,9 @@ class LoweringContext:
         self.quant_plan: Optional[QuantPlan] = None
         #: True while lowering an op of ``quant_plan``: its dequantized inputs are read as qint8.
         self.quant_mode = False
+        #: ``{op node: activation node}`` for float activations applied as the op's output clamp
+        #: (see :mod:`.fusion`).
+        self.float_fused_into: dict[torch.fx.Node, torch.fx.Node] = {}
 
     # ---- constants ----------------------------------------------------------------------------
 
@@ -201,7 +204,11 @@ class LoweringContext:
         return self.builder.add_value(dims)
 
     def output_clamp(self, node: torch.fx.Node) -> Optional[tuple[float, float]]:
-        """The (min, max) of an activation fused into ``node`` (quantized partitions), else None."""
+        """The (min, max) of an activation fused into ``node``, else None."""
+        act = self.float_fused_into.get(node)
+        if act is not None:
+            from .quant import activation_clamp
+            return activation_clamp(act)
         return self.quant_plan.clamp(node) if self.quant_plan is not None else None
 
     def bind(self, node: torch.fx.Node, vid: int, layout: str = CONTIG) -> None:

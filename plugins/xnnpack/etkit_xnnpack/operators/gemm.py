@@ -75,7 +75,7 @@ def _fully_connected(ctx: LoweringContext, node: torch.fx.Node, x, weight_nk: to
         bias_id = ctx.constant_value(bias.reshape(-1)) if bias is not None else XNN_INVALID_VALUE_ID
         ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=input_id, filterId=filter_id,
                              biasId=bias_id, outputId=ctx.define(node, CONTIG), flags=0,
-                             debug_handle=ctx.debug_handle)
+                             debug_handle=ctx.debug_handle, output_min_max=ctx.output_clamp(node))
         return
     filter_id, bias_id = _weights(ctx, node, input_id, weight_nk, bias, w_arg, 0)
     ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=input_id, filterId=filter_id,
