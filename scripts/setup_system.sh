@@ -4,6 +4,7 @@
 #   build-essential  C/C++ compilers for the runtime, the plugins and XNNPACK
 #   dpkg-dev         apt-get source (scripts/xnnpack.sh fetches Debian's original tarballs)
 #   xz-utils         unpacking those tarballs
+#   patch            applying scripts/patches/ to them
 #   debian-archive-keyring, gpgv, ca-certificates   verifying the trixie/sid indexes we read
 #   util-linux       flock (builds on the shared machine are serialised)
 #   python3.11-venv  `python3.11 -m venv` when python3.11 is Debian's
@@ -11,7 +12,7 @@
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-PACKAGES=(build-essential dpkg-dev xz-utils debian-archive-keyring gpgv ca-certificates util-linux)
+PACKAGES=(build-essential dpkg-dev xz-utils patch debian-archive-keyring gpgv ca-certificates util-linux)
 if [[ "$(readlink -f "$(command -v python3.11 || echo /nonexistent)")" == /usr/bin/* ]]; then
   PACKAGES+=(python3.11-venv)
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build XNNPACK (2024-11-08) with pthreadpool, cpuinfo and FXdiv as static, position-independent
-# libraries, cached per user, and print the install prefix on the last line of stdout.
+# libraries, cached per user, and print the install prefix on the last line of stdout. Two small
+# performance patches (scripts/patches/) are applied to the sources.
 #
 #   scripts/xnnpack.sh              fetch (if needed), build (if needed), print the prefix
 #   scripts/xnnpack.sh --fetch-only fetch and verify the tarballs into the download cache, then stop
@@ -26,7 +27,14 @@ CACHE="${ETKIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etkit}"
 DOWNLOADS="$CACHE/downloads"
 JOBS="${ETKIT_BUILD_JOBS:-2}"
 LOCK=/tmp/etkit-build.lock
-RECIPE_VERSION=1   # bump when the build recipe below changes, so the cache key changes
+RECIPE_VERSION=2   # bump when the build recipe below changes, so the cache key changes
+# Patches applied to the unpacked sources (their contents are part of the cache key):
+#   xnnpack-single-thread-l2-tiles.patch      with one thread, GEMM/IGEMM output channels are tiled so
+#                                             a tile's packed weights stay in L2 (newer XNNPACK picks
+#                                             cache-aware tiles itself; this 2024-11 release does not)
+#   pthreadpool-sequential-column-tiles-outer.patch   the sequential 2d_tile_2d loop runs column
+#                                             tiles outer, so each weight tile is reused by every row tile
+PATCHES_DIR="$REPO_ROOT/scripts/patches"
 
 log() { echo "xnnpack.sh: $*" >&2; }
 die() { echo "xnnpack.sh: ERROR: $*" >&2; exit 1; }
@@ -172,7 +180,7 @@ extract_binary() {
 tarball_names() { local e out=(); for e in "$@"; do IFS='|' read -r _ f _ <<<"$e"; out+=("$f"); done; echo "${out[*]}"; }
 
 # ---------------------------------------------------------------- cache key and fast path
-KEY_TEXT="recipe=$RECIPE_VERSION $( [[ "${ETKIT_XNNPACK_BINARY_DEPS:-0}" == 1 ]] && echo "binary_deps=1 " )$(printf '%s ' "${XNNPACK_SOURCES[@]}" "${PTHREADPOOL_SOURCES[@]}" "${CPUINFO_SOURCES[@]}" "${FXDIV_SOURCES[@]}") cc=$(cc -dumpfullversion 2>/dev/null || echo unknown) arch=$(uname -m)"
+KEY_TEXT="recipe=$RECIPE_VERSION patches=$(cat "$PATCHES_DIR"/*.patch | sha256sum | cut -c1-16) $( [[ "${ETKIT_XNNPACK_BINARY_DEPS:-0}" == 1 ]] && echo "binary_deps=1 " )$(printf '%s ' "${XNNPACK_SOURCES[@]}" "${PTHREADPOOL_SOURCES[@]}" "${CPUINFO_SOURCES[@]}" "${FXDIV_SOURCES[@]}") cc=$(cc -dumpfullversion 2>/dev/null || echo unknown) arch=$(uname -m)"
 KEY="20241108-$(printf '%s' "$KEY_TEXT" | sha256sum | cut -c1-16)"
 ROOT="$CACHE/xnnpack/$KEY"
 PREFIX="$ROOT/install"
@@ -231,6 +239,11 @@ build() {
       d="$(basename "$t")"; d="${d%%_*}"
       mkdir -p "$src/$d"; tar -xJf "$t" -C "$src/$d" --strip-components=1
     done
+    log "applying $(cd "$PATCHES_DIR" && echo *.patch)"
+    patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-single-thread-l2-tiles.patch" >&2
+    if [[ -d "$src/pthreadpool" ]]; then
+      patch -s -d "$src/pthreadpool" -p1 < "$PATCHES_DIR/pthreadpool-sequential-column-tiles-outer.patch" >&2
+    fi
     touch "$src/.unpacked"
   fi
   if [[ -n "$system_prefix" ]]; then
