@@ -48,14 +48,17 @@ def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileC
 
 
 def _ops_to_keep(partitioners: Sequence[Partitioner], ep: ExportedProgram) -> list:
-    """Ops that some partitioner keeps whole for at least one node (the others are decomposed one by
-    one afterwards, see :func:`_nodes_refused_by_filters`)."""
+    """Ops that some partitioner keeps whole for at least one node, or that have no node before
+    decomposition (the refused nodes are decomposed one by one afterwards, see
+    :func:`_nodes_refused_by_filters`)."""
     keep: list = []
     for p in partitioners:
         ops, node_filter = p.ops_to_not_decompose(ep)
         for op in ops:
             nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target == op]
-            if node_filter is None or any(node_filter(n) for n in nodes):
+            # An op with no node yet may appear while others decompose (sdpa -> _safe_softmax): keep
+            # it, and let the filter judge its nodes afterwards.
+            if node_filter is None or not nodes or any(node_filter(n) for n in nodes):
                 keep.append(op)
     return keep
 

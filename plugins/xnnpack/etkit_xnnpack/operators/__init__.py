@@ -2,7 +2,7 @@
 
 Importing this package fills :data:`registry.LOWERINGS`.
 """
-from . import convert, elementwise, gemm, norm, pooling, shape  # noqa: F401  (registration)
+from . import convert, elementwise, gemm, norm, pooling, safe_softmax, shape  # noqa: F401  (registration)
 from .context import LoweringContext, LoweringError
 from .registry import LOWERINGS
 

@@ -1,7 +1,7 @@
 """Every op-family config of the XNNPACK partitioner; :data:`ALL_CONFIGS` is the default set."""
 from .dynamic_quant import DynamicQuantChainConfig
 from .elementwise import (BinaryConfig, ClampConfig, EluConfig, GeluConfig, HardswishConfig, LeakyReluConfig,
-                          PReLUConfig, SoftmaxConfig, SquareConfig, ToCopyConfig, UnaryConfig)
+                          PReLUConfig, SafeSoftmaxConfig, SoftmaxConfig, SquareConfig, ToCopyConfig, UnaryConfig)
 from .gemm import AddmmConfig, BmmConfig, ConvolutionConfig, LinearConfig, MmConfig
 from .pooling import (AvgPool2dConfig, BatchNormConfig, GetItemConfig, LayerNormConfig, MaxPool2dConfig,
                       MeanDimConfig, UpsampleBilinear2dConfig)
@@ -14,7 +14,7 @@ ALL_CONFIGS = (
     ConvolutionConfig, LinearConfig, AddmmConfig, MmConfig, BmmConfig,
     BinaryConfig, UnaryConfig, HardswishConfig, ClampConfig, GeluConfig, LeakyReluConfig, EluConfig, SquareConfig,
     PReLUConfig, UpsampleBilinear2dConfig,
-    SoftmaxConfig, ToCopyConfig,
+    SoftmaxConfig, SafeSoftmaxConfig, ToCopyConfig,
     MeanDimConfig, AvgPool2dConfig, MaxPool2dConfig, BatchNormConfig, LayerNormConfig, GetItemConfig,
     ReshapeConfig, PermuteConfig, ExpandConfig, CatConfig, SliceConfig, SplitConfig, ConstantPadConfig,
     QuantizeConfig, DequantizeConfig, DynamicQuantChainConfig,

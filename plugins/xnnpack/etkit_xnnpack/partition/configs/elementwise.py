@@ -153,6 +153,24 @@ class SoftmaxConfig(XnnpackOpConfig):
         return None
 
 
+class SafeSoftmaxConfig(XnnpackOpConfig):
+    """``_safe_softmax`` (softmax whose fully masked rows, all ``-inf``, give 0; what
+    ``scaled_dot_product_attention`` and ``nn.MultiheadAttention`` use) over the last dim, kept whole
+    so attention stays in one delegate; lowered in operators/safe_softmax.py."""
+
+    targets = (aten._safe_softmax.default,)
+    keep_undecomposed = (aten._safe_softmax.default,)
+
+    def check_constraints(self, node, ep) -> Optional[str]:
+        rank = tensor_vals(node)[0].dim()
+        dim = node.args[1]
+        if rank == 0 or dim % rank != rank - 1:
+            return f"softmax over dim {dim} of a {rank}-D tensor; XNNPACK only supports the last dim"
+        if (node.args[2] if len(node.args) > 2 else node.kwargs.get("dtype")) is not None:
+            return "a dtype argument is not supported"
+        return None
+
+
 class ToCopyConfig(XnnpackOpConfig):
     """``_to_copy`` that changes neither dtype nor layout (a plain copy)."""
 
