@@ -113,3 +113,17 @@ def test_etkit_only_lowerings_match_eager():
         want = model(x)
     got = _run_with_etkit(model, (x,), expect_partitions=1)
     torch.testing.assert_close(got[0], want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("width", [8, 48, 100, 384])
+def test_layer_norm_matches_eager_for_each_row_split(width):
+    """Row means are taken in two poolings of k channels (k = 64/32/16/8 dividing the width, else 1):
+    each width here takes a different k (1, 16, 1, 64)."""
+    torch.manual_seed(width)
+    model = torch.nn.LayerNorm(width).eval()
+    with torch.no_grad():
+        model.weight.uniform_(0.5, 1.5)
+        model.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(3, 7, width) * 4 + 2
+    got = _run_with_etkit(model, (x,), expect_partitions=1)
+    torch.testing.assert_close(got[0], model(x), atol=1e-5, rtol=1e-5)
