@@ -90,11 +90,13 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     from .operators.context import node_desc
     from .operators.fusion import float_activation_fusions
     from .operators.quant import QuantPlan
-    from .serialization.graph_builder import XnnGraphBuilder
+    from .serialization.graph_builder import FP16, XnnGraphBuilder
     from etkit.backend.utils import is_constant
 
     builder = XnnGraphBuilder()
     ctx = LoweringContext(ep, builder)
+    if _is_half(ep):
+        ctx.float_dtype, builder.float_datatype = torch.float16, FP16
     ctx.bn_folded_into = find_foldable_batch_norms(ep, ctx)
     ctx.quant_plan = QuantPlan(ep.graph, ctx.constant)
     float_fused = float_activation_fusions(ep.graph, ctx.bn_folded_into, ctx.quant_plan.is_quantized)
@@ -143,3 +145,13 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
             vid = copy
         builder.mark_external(vid, is_input=False)
     return builder.to_payload(), builder.named_data
+
+
+def _is_half(ep: ExportedProgram) -> bool:
+    """True if the partition computes in float16 (the partitioner never mixes float types in one op)."""
+    for node in ep.graph.nodes:
+        val = node.meta.get("val")
+        if node.op in ("placeholder", "call_function") and isinstance(val, torch.Tensor) \
+                and val.dtype == torch.float16:
+            return True
+    return False

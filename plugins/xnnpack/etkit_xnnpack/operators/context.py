@@ -29,7 +29,7 @@ PERM_NCHW_TO_NHWC = [0, 2, 3, 1]
 PERM_NHWC_TO_NCHW = [0, 3, 1, 2]
 
 #: XNNDatatype numbers for the dtypes this backend handles.
-XNN_DATATYPES = {torch.float32: 1}
+XNN_DATATYPES = {torch.float32: 1, torch.float16: 2}
 
 aten = torch.ops.aten
 
@@ -87,6 +87,8 @@ class LoweringContext:
 
         self.ep = ep
         self.builder = builder
+        #: float type of the partition: float16 for a ``model.half()`` program, else float32.
+        self.float_dtype = torch.float32
         self._get_constant = get_constant
         self._ids: dict[torch.fx.Node, dict[str, int]] = {}
         self._primary: dict[torch.fx.Node, str] = {}
@@ -134,7 +136,7 @@ class LoweringContext:
         cache_key = (id(key) if key is not None else None, layout)
         if key is not None and cache_key in self._const_values:
             return self._const_values[cache_key]
-        t = tensor.detach().to(torch.float32)
+        t = tensor.detach().to(self.float_dtype)
         if layout == NHWC:
             t = t.permute(PERM_NCHW_TO_NHWC)
         vid = self.builder.add_constant(t.contiguous().numpy())
@@ -144,7 +146,7 @@ class LoweringContext:
 
     def scalar_value(self, number: float) -> int:
         """A 1-element fp32 constant (used for the Scalar operand of add/mul/...)."""
-        return self.builder.add_constant(np.asarray([number], dtype=np.float32))
+        return self.builder.add_constant(np.asarray([number], dtype=np.float64))
 
     # ---- values -------------------------------------------------------------------------------
 

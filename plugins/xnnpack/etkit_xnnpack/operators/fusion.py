@@ -25,7 +25,7 @@ FUSES_ACTIVATION = {aten.convolution.default, aten.linear.default, aten.addmm.de
 
 def _float(node: torch.fx.Node) -> bool:
     val = node.meta.get("val")
-    return isinstance(val, torch.Tensor) and val.dtype == torch.float32
+    return isinstance(val, torch.Tensor) and val.dtype in (torch.float32, torch.float16)
 
 
 def _producer(src, bn_folded_into: dict):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..serialization.graph_builder import XNN_INVALID_VALUE_ID, PerChannel, PerChannelGroup
+from ..serialization.graph_builder import FP32, XNN_INVALID_VALUE_ID, PerChannel, PerChannelGroup
 from .context import CONTIG, NHWC, LoweringContext, LoweringError, node_desc
 from .dynamic_quant import dynamic_activation_source, dynamic_weight, pack_int4
 from .quant import channel_scales, quantized_bias, quantized_filter, weight_quantization
@@ -171,8 +171,20 @@ def lower_convolution(ctx: LoweringContext, node: torch.fx.Node) -> None:
         filt = weight.permute(0, 2, 3, 1)              # OIHW -> OHWI
         union = "XNNConv2d"
     input_id = ctx.value(x, NHWC)
-    filter_id, bias_id = _weights(ctx, node, input_id, filt, bias, w_arg, 3 if depthwise else 0)
+    half = ctx.float_dtype == torch.float16
+    if half:
+        # XNNPACK 2024-11's subgraph API has no fp16 convolution with static weights (its fp16
+        # convolutions come only from XNN_FLAG_FORCE_FP16_INFERENCE): compute in fp32 between converts.
+        input_id = _converted(ctx, input_id, FP32)
+        filter_id = ctx.builder.add_constant(filt.detach().float().contiguous().numpy(), datatype=FP32)
+        bias_id = (ctx.builder.add_constant(bias.detach().float().reshape(-1).numpy(), datatype=FP32)
+                   if bias is not None else XNN_INVALID_VALUE_ID)
+    else:
+        filter_id, bias_id = _weights(ctx, node, input_id, filt, bias, w_arg, 3 if depthwise else 0)
     output_id = ctx.define(node, NHWC)
+    final_id = output_id
+    if half:
+        output_id = ctx.builder.add_value(ctx.builder.dims(final_id), datatype=FP32)
     ctx.builder.add_node(
         union, "_XNNNodeConv",
         paddingTop=padding[0], paddingRight=padding[1], paddingBottom=padding[0], paddingLeft=padding[1],
@@ -181,3 +193,12 @@ def lower_convolution(ctx: LoweringContext, node: torch.fx.Node) -> None:
         groupOutputChannels=group_out, groups=groups, adjustmentHeight=adjustment[0], adjustmentWidth=adjustment[1],
         input1Id=input_id, filterId=filter_id, biasId=bias_id, outputId=output_id, flags=0,
         debug_handle=ctx.debug_handle, output_min_max=ctx.output_clamp(node))
+    if half:
+        ctx.unary("XNNConvert", output_id, final_id)
+
+
+def _converted(ctx: LoweringContext, value_id: int, datatype: int) -> int:
+    """A new value holding ``value_id`` converted to ``datatype`` (XNNConvert)."""
+    out = ctx.builder.add_value(ctx.builder.dims(value_id), datatype=datatype)
+    ctx.unary("XNNConvert", value_id, out)
+    return out

@@ -86,13 +86,16 @@ class XnnpackOpConfig:
         precisions: :class:`ConfigPrecisionType` values supported.
         keep_undecomposed: composite ops the partitioner asks ``to_edge_transform_and_lower`` to keep
             when this config can delegate them.
-        fp32_inputs_only: check that every tensor input and output is float32.
+        fp32_inputs_only: check that every tensor input and output is float32 (or, with ``fp16``,
+            that all are float16).
+        fp16: XNNPACK also runs this op on float16 tensors (``model.half()``).
     """
 
     targets: Sequence = ()
     precisions: Sequence[ConfigPrecisionType] = (ConfigPrecisionType.FP32,)
     keep_undecomposed: Sequence = ()
     fp32_inputs_only: bool = True
+    fp16: bool = False
 
     @property
     def name(self) -> str:
@@ -112,14 +115,26 @@ class XnnpackOpConfig:
         checked = list(outs)
         if self.fp32_inputs_only:
             checked += [v for n in node.all_input_nodes for v in tensor_vals(n)]
-        for v in checked:
-            if v.dtype != torch.float32:
-                return f"dtype {v.dtype} is not supported (XNNPACK delegate handles float32)"
+        reason = self.check_float_dtypes(checked)
+        if reason:
+            return reason
         for v in outs:
             if any(not isinstance(d, int) for d in v.shape):
                 return f"dynamic shape {list(v.shape)} is not supported (export with static shapes)"
             if v.dim() > MAX_DIMS:
                 return f"{v.dim()}-D tensor; XNNPACK supports at most {MAX_DIMS} dims"
+        return None
+
+    def check_float_dtypes(self, vals) -> Optional[str]:
+        """None if every tensor of ``vals`` is float32, or float16 when the op runs in fp16."""
+        dtypes = {v.dtype for v in vals}
+        allowed = {torch.float32, torch.float16} if self.fp16 else {torch.float32}
+        bad = dtypes - allowed
+        if bad:
+            what = "float32 or float16" if self.fp16 else "float32"
+            return f"dtype {sorted(map(str, bad))[0]} is not supported (XNNPACK delegate handles {what} here)"
+        if len(dtypes) > 1:
+            return "mixes float16 and float32 tensors (XNNPACK needs one float type per op)"
         return None
 
     def check_constraints(self, node: torch.fx.Node, ep: ExportedProgram) -> Optional[str]:

@@ -48,6 +48,10 @@ def _mod(name: str):
     return importlib.import_module(f"{_fb().__name__}.{name}")
 
 
+#: XNNDatatype numbers of the float types.
+FP32, FP16 = 1, 2
+
+
 class PerTensor:
     """One scale and zero point for the whole tensor (XNNPACK qint8 / qint32 values)."""
 
@@ -145,16 +149,20 @@ class XnnGraphBuilder:
         #: ``{key: bytes}`` for the program's named data (PreprocessResult.named_data).
         self.named_data: dict[str, bytes] = {}
         self._quant: dict[int, PerTensor | PerChannel] = {}
+        #: Datatype of float values and constants defined without one: 1 (fp32) or 2 (fp16, for
+        #: partitions of a ``model.half()`` program).
+        self.float_datatype = FP32
 
     # ---- values -------------------------------------------------------------------------------
 
-    def add_value(self, dims: Sequence[int], *, datatype: int = 1, constant_idx: int = 0,
+    def add_value(self, dims: Sequence[int], *, datatype: Optional[int] = None, constant_idx: int = 0,
                   quant: Optional["PerTensor | PerChannel"] = None) -> int:
         """Define a tensor value; returns its id.
 
         Args:
             dims: shape (outermost first); a 0-d tensor is written as ``[1]`` (as ExecuTorch does).
-            datatype: ``XNNDatatype`` number (1 = fp32, 3 = qint8, 6 = qcint8, 7 = qcint32).
+            datatype: ``XNNDatatype`` number (1 = fp32, 2 = fp16, 3 = qint8, 6 = qcint8, 7 = qcint32);
+                default :attr:`float_datatype`.
             constant_idx: index returned by :meth:`add_constant_data`, 0 for non-constant values.
             quant: quantization parameters; the value is then written as an ``XNNQuantizedTensorValue``.
         Raises:
@@ -165,6 +173,8 @@ class XnnGraphBuilder:
             raise ValueError(f"XNNPACK tensors have at most {XNN_MAX_TENSOR_DIMS} dims, got shape {dims}")
         if any(d < 0 for d in dims):
             raise ValueError(f"XNNPACK tensor shape {dims} has a negative dim")
+        if datatype is None:
+            datatype = self.float_datatype
         tv = _mod("XNNTensorValue").XNNTensorValueT()
         vid = len(self.values)
         tv.datatype = datatype
@@ -234,14 +244,19 @@ class XnnGraphBuilder:
         self._constant_offsets.append(entry)
         return len(self._constant_offsets) - 1
 
-    def add_constant(self, array: np.ndarray, *, datatype: int = 1,
+    def add_constant(self, array: np.ndarray, *, datatype: Optional[int] = None,
                      quant: Optional["PerTensor | PerChannel"] = None) -> int:
         """Define a constant value holding ``array`` (C-contiguous); returns its value id.
 
-        ``array`` is stored as float32 for datatype 1, else with its own dtype (int8 for qint8/qcint8,
-        int32 for qcint32/qint32) and ``quant`` gives its quantization parameters."""
-        if datatype == 1:
+        ``array`` is stored as float32 for datatype 1, float16 for datatype 2 (default:
+        :attr:`float_datatype`), else with its own dtype (int8 for qint8/qcint8, int32 for
+        qcint32/qint32) and ``quant`` gives its quantization parameters."""
+        if datatype is None:
+            datatype = self.float_datatype
+        if datatype == FP32:
             array = np.ascontiguousarray(array, dtype=np.float32)
+        elif datatype == FP16:
+            array = np.ascontiguousarray(array, dtype=np.float16)
         else:
             array = np.ascontiguousarray(array)
         idx = self.add_constant_data(array.tobytes())

@@ -13,6 +13,8 @@ aten = torch.ops.aten
 class BinaryConfig(XnnpackOpConfig):
     """add, sub, mul, div, maximum, minimum (Tensor or Scalar operand; broadcasting allowed)."""
 
+    fp16 = True
+
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
                aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.maximum.default, aten.minimum.default)
@@ -22,16 +24,13 @@ class BinaryConfig(XnnpackOpConfig):
         (``x * 2`` arrives as ``mul.Tensor(x, <int64 0-d constant>)``; the result is float32 and
         preprocess stores the constant as float32)."""
         reason = super().check_common(node, ep)
-        if reason is None or not reason.startswith("dtype"):
+        if reason is None or not (reason.startswith("dtype") or reason.startswith("mixes")):
             return reason
-        for v in tensor_vals(node):
-            if v.dtype != torch.float32:
-                return reason
+        vals = list(tensor_vals(node))
         for n in node.all_input_nodes:
-            for v in tensor_vals(n):
-                if v.dtype != torch.float32 and not (is_constant(n, ep) and v.numel() == 1):
-                    return f"dtype {v.dtype} is not supported (XNNPACK delegate handles float32)"
-        return None
+            if not (is_constant(n, ep) and all(v.numel() == 1 for v in tensor_vals(n))):
+                vals += tensor_vals(n)  # a one-element constant is stored in the op's float type
+        return self.check_float_dtypes(vals)
 
     def check_constraints(self, node, ep) -> Optional[str]:
         alpha = node.kwargs.get("alpha", 1)
@@ -48,6 +47,8 @@ class BinaryConfig(XnnpackOpConfig):
 class UnaryConfig(XnnpackOpConfig):
     """One-input math ops XNNPACK has a node for, and dtype/layout preserving copies."""
 
+    fp16 = True
+
     targets = (aten.tanh.default, aten.sigmoid.default, aten.abs.default, aten.neg.default, aten.floor.default,
                aten.ceil.default, aten.sqrt.default, aten.rsqrt.default, aten.exp.default, aten.log.default,
                aten.sin.default, aten.cos.default, aten.clone.default, aten.alias_copy.default,
@@ -63,6 +64,8 @@ class UnaryConfig(XnnpackOpConfig):
 class HardswishConfig(XnnpackOpConfig):
     """``aten.hardswish`` kept undecomposed (XNNPACK hardswish)."""
 
+    fp16 = True
+
     targets = (aten.hardswish.default,)
     keep_undecomposed = (aten.hardswish.default,)
 
@@ -71,6 +74,8 @@ class PReLUConfig(XnnpackOpConfig):
     """``aten.prelu`` kept undecomposed -> XNNPACK prelu: the input's channels (dim 1) must be the
     last dim XNNPACK sees (4-D NCHW, run in NHWC, or 2-D [N, C]) and the slope a constant with one
     value per channel or one in total."""
+
+    fp16 = True
 
     targets = (aten.prelu.default,)
     keep_undecomposed = (aten.prelu.default,)
@@ -90,6 +95,8 @@ class PReLUConfig(XnnpackOpConfig):
 class ClampConfig(XnnpackOpConfig):
     """relu, hardtanh (relu6), clamp with number bounds -> XNNPACK clamp."""
 
+    fp16 = True
+
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
 
@@ -103,6 +110,8 @@ class ClampConfig(XnnpackOpConfig):
 class GeluConfig(XnnpackOpConfig):
     """gelu with approximate='none' (XNNPACK gelu is the erf form)."""
 
+    fp16 = True
+
     targets = (aten.gelu.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -113,11 +122,14 @@ class GeluConfig(XnnpackOpConfig):
 
 
 class LeakyReluConfig(XnnpackOpConfig):
+    fp16 = True
     targets = (aten.leaky_relu.default,)
 
 
 class EluConfig(XnnpackOpConfig):
     """elu with scale = input_scale = 1."""
+
+    fp16 = True
 
     targets = (aten.elu.default,)
 
@@ -130,6 +142,8 @@ class EluConfig(XnnpackOpConfig):
 class SquareConfig(XnnpackOpConfig):
     """``pow(x, 2)`` -> XNNPACK square."""
 
+    fp16 = True
+
     targets = (aten.pow.Tensor_Scalar,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -140,6 +154,8 @@ class SquareConfig(XnnpackOpConfig):
 
 class SoftmaxConfig(XnnpackOpConfig):
     """``_softmax`` over the last dim."""
+
+    fp16 = True
 
     targets = (aten._softmax.default,)
 

@@ -15,6 +15,8 @@ aten = torch.ops.aten
 class ConvolutionConfig(XnnpackOpConfig):
     """2-D convolution (regular, grouped, depthwise, transposed) with constant weight and bias; NCHW in/out."""
 
+    fp16 = True
+
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.convolution.default,)
 
@@ -31,6 +33,8 @@ class ConvolutionConfig(XnnpackOpConfig):
 
 class LinearConfig(XnnpackOpConfig):
     """``aten.linear`` kept undecomposed; constant weight [N, K] and bias [N]."""
+
+    fp16 = True
 
     precisions = ALL_PRECISIONS
     targets = (aten.linear.default,)
@@ -50,6 +54,8 @@ class LinearConfig(XnnpackOpConfig):
 
 class AddmmConfig(XnnpackOpConfig):
     """``addmm(bias, x, weight)``: constant 2-D weight, constant bias of N elements, alpha = beta = 1."""
+
+    fp16 = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.addmm.default,)
@@ -71,6 +77,8 @@ class AddmmConfig(XnnpackOpConfig):
 class MmConfig(XnnpackOpConfig):
     """``mm(x, weight)`` with constant weight (fully connected without bias)."""
 
+    fp16 = True
+
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.mm.default,)
 
@@ -82,5 +90,7 @@ class MmConfig(XnnpackOpConfig):
 
 class BmmConfig(XnnpackOpConfig):
     """``bmm(a[B, M, K], b[B, K, N])`` (both may be computed)."""
+
+    fp16 = True
 
     targets = (aten.bmm.default,)

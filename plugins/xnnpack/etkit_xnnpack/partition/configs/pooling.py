@@ -16,6 +16,8 @@ class UpsampleBilinear2dConfig(XnnpackOpConfig):
     """``aten.upsample_bilinear2d.vec`` kept undecomposed -> XNNPACK static resize bilinear 2-D
     (NHWC), with or without ``align_corners``; the output size must be static."""
 
+    fp16 = True
+
     targets = (aten.upsample_bilinear2d.vec,)
     keep_undecomposed = (aten.upsample_bilinear2d.vec,)
 
@@ -36,6 +38,8 @@ class MeanDimConfig(XnnpackOpConfig):
     """``mean`` over H and W of a 4-D tensor (global average pooling, the form
     ``adaptive_avg_pool2d(x, 1)`` decomposes to)."""
 
+    fp16 = True
+
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.mean.dim,)
 
@@ -52,6 +56,7 @@ class MeanDimConfig(XnnpackOpConfig):
 
 
 class AvgPool2dConfig(XnnpackOpConfig):
+    fp16 = True
     targets = (aten.avg_pool2d.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -70,6 +75,8 @@ class AvgPool2dConfig(XnnpackOpConfig):
 class MaxPool2dConfig(XnnpackOpConfig):
     """max_pool2d (and max_pool2d_with_indices whose indices are unused)."""
 
+    fp16 = True
+
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.max_pool2d.default, aten.max_pool2d_with_indices.default)
 
@@ -78,8 +85,7 @@ class MaxPool2dConfig(XnnpackOpConfig):
             if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
                 return "the indices output is used; XNNPACK max pooling does not produce indices"
             # The int64 indices output is never materialized, so only check the values.
-            src = tensor_vals(node.args[0])[0]
-            return None if src.dtype == torch.float32 else f"dtype {src.dtype} is not supported"
+            return self.check_float_dtypes(tensor_vals(node.args[0]))
         return super().check_common(node, ep)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -93,13 +99,12 @@ class BatchNormConfig(XnnpackOpConfig):
     statistics: folded into the preceding convolution's weights when that convolution has no other
     user, else a per-channel multiply-add."""
 
+    fp16 = True
+
     targets = (aten._native_batch_norm_legit_no_training.default,)
 
     def check_common(self, node, ep) -> Optional[str]:
-        src = tensor_vals(node.args[0])[0]
-        if src.dtype != torch.float32:
-            return f"dtype {src.dtype} is not supported"
-        return None
+        return self.check_float_dtypes(tensor_vals(node.args[0]))
 
     def check_constraints(self, node, ep) -> Optional[str]:
         if tensor_vals(node.args[0])[0].dim() != 4:

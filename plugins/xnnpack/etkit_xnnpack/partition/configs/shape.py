@@ -13,6 +13,8 @@ aten = torch.ops.aten
 class ReshapeConfig(XnnpackOpConfig):
     """view/reshape, unsqueeze, squeeze (static shapes) -> XNNPACK static_reshape."""
 
+    fp16 = True
+
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.view_copy.default, aten.view.default, aten._unsafe_view.default, aten.reshape.default,
                aten.unsqueeze_copy.default, aten.unsqueeze.default, aten.squeeze_copy.dim, aten.squeeze_copy.dims,
@@ -22,6 +24,8 @@ class ReshapeConfig(XnnpackOpConfig):
 class PermuteConfig(XnnpackOpConfig):
     """permute / transpose / t -> XNNPACK static_transpose."""
 
+    fp16 = True
+
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.permute_copy.default, aten.permute.default, aten.transpose_copy.int, aten.transpose.int,
                aten.t_copy.default, aten.t.default)
@@ -29,6 +33,8 @@ class PermuteConfig(XnnpackOpConfig):
 
 class ExpandConfig(XnnpackOpConfig):
     """expand that keeps the shape (a copy); XNNPACK 2024-11-08 has no broadcast node in this schema."""
+
+    fp16 = True
 
     targets = (aten.expand_copy.default, aten.expand.default)
 
@@ -41,6 +47,8 @@ class ExpandConfig(XnnpackOpConfig):
 
 class CatConfig(XnnpackOpConfig):
     """cat of float tensors, none empty."""
+
+    fp16 = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.cat.default,)
@@ -61,6 +69,8 @@ class CatConfig(XnnpackOpConfig):
 class SliceConfig(XnnpackOpConfig):
     """slice with step 1 -> XNNPACK static_slice; select -> slice + reshape."""
 
+    fp16 = True
+
     targets = (aten.slice_copy.Tensor, aten.slice.Tensor, aten.select_copy.int, aten.select.int)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -76,6 +86,8 @@ class SliceConfig(XnnpackOpConfig):
 class ConstantPadConfig(XnnpackOpConfig):
     """constant_pad_nd with non-negative padding -> XNNPACK static_constant_pad."""
 
+    fp16 = True
+
     targets = (aten.constant_pad_nd.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -87,13 +99,16 @@ class ConstantPadConfig(XnnpackOpConfig):
 class SplitConfig(XnnpackOpConfig):
     """split / split_with_sizes along a static dim -> one static slice per used output."""
 
+    fp16 = True
+
     targets = (aten.split_with_sizes_copy.default, aten.split_with_sizes.default, aten.split_copy.Tensor,
                aten.split.Tensor)
 
     def check_common(self, node, ep) -> Optional[str]:
+        reason = self.check_float_dtypes(tensor_vals(node.args[0]) + tensor_vals(node))
+        if reason:
+            return reason
         for v in tensor_vals(node.args[0]) + tensor_vals(node):
-            if v.dtype != torch.float32:
-                return f"dtype {v.dtype} is not supported (XNNPACK delegate handles float32)"
             if any(not isinstance(d, int) for d in v.shape):
                 return f"dynamic shape {list(v.shape)} is not supported (export with static shapes)"
         return None
