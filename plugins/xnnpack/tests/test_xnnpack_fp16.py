@@ -122,3 +122,25 @@ def test_half_mobilenet_v2_is_one_delegate_and_close_to_fp32():
     assert float((y.float() - expected).abs().max()) <= 5e-2 * spread
     cosine = float(nn.functional.cosine_similarity(y.float().flatten(), expected.flatten(), dim=0))
     assert cosine >= 0.999, cosine
+
+
+def test_fp16_inference_compile_spec_runs_a_float32_program_in_fp16():
+    """``XnnpackPartitioner(fp16_inference=True)`` stores the compile spec; the delegate then creates
+    its runtime in fp16 (results move by fp16 rounding, not bit-identical to fp32) while the program's
+    inputs and outputs stay float32."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32)).eval()
+    x = _randn(8, 16, 64)
+    expected = model(x)
+    outputs = {}
+    for fp16 in (False, True):
+        manager, _ = lower(model, (x,), fp16_inference=fp16)
+        (module,) = lowered_modules(manager)
+        assert [(s.key, s.value) for s in module.compile_specs] == ([("fp16_inference", b"\x01")] if fp16 else [])
+        method = runtime.Runtime.get().load_program(manager.to_executorch().buffer).load_method("forward")
+        (outputs[fp16],) = method.execute([x])
+    assert outputs[True].dtype == torch.float32
+    torch.testing.assert_close(outputs[False], expected, atol=1e-5, rtol=1e-5)
+    spread = float(expected.max() - expected.min())
+    assert float((outputs[True] - expected).abs().max()) <= TOLERANCE * spread
+    assert not torch.equal(outputs[True], outputs[False]), "fp16_inference had no effect"

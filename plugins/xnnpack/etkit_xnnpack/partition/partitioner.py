@@ -18,13 +18,16 @@ from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from etkit.backend import (DELEGATION_TAG, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
+from etkit.backend import (DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
                            Rejection)
 from etkit.backend.utils import node_target_name, tag_constant_data
 
 from ..preprocess import BACKEND_ID
 from .config_base import ConfigPrecisionType, XnnpackOpConfig, is_constant, reset_constants
 from .configs import ALL_CONFIGS
+
+#: Compile spec key read by the C++ delegate (runtime/src/xnnpack_backend.cpp).
+FP16_INFERENCE = "fp16_inference"
 
 #: Reason given for a node whose op no config handles.
 NOT_IN_ANY_CONFIG = "op not in any config"
@@ -89,12 +92,17 @@ class XnnpackPartitioner(Partitioner):
             support one of them (default: all). FP32 and STATIC_QUANT are implemented.
         per_op_mode: one partition per supported op (debugging aid, as in ExecuTorch).
         verbose: print the report after each :meth:`partition`.
+        fp16_inference: ask XNNPACK to run the float32 partitions in float16 (weights and
+            activations; ``XNN_FLAG_FORCE_FP16_INFERENCE``) where it can for the CPU and graph, else
+            in fp32; inputs, outputs and the ``.pte`` stay fp32. Stored as the compile spec
+            ``fp16_inference`` = ``b"\x01"``, which ExecuTorch's runtime ignores.
     """
 
     def __init__(self, configs: Optional[Iterable] = None,
                  config_precisions: Optional[ConfigPrecisionType | Sequence[ConfigPrecisionType]] = None,
-                 per_op_mode: bool = False, verbose: bool = False) -> None:
-        super().__init__(DelegationSpec(BACKEND_ID, []))
+                 per_op_mode: bool = False, verbose: bool = False, fp16_inference: bool = False) -> None:
+        specs = [CompileSpec(FP16_INFERENCE, b"\x01")] if fp16_inference else []
+        super().__init__(DelegationSpec(BACKEND_ID, specs))
         instances = [c() if isinstance(c, type) else c for c in (configs if configs is not None else ALL_CONFIGS)]
         if config_precisions is not None:
             wanted = {config_precisions} if isinstance(config_precisions, ConfigPrecisionType) else set(config_precisions)

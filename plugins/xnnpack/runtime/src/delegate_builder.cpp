@@ -34,7 +34,8 @@ Error internal(const char* what, xnn_status status) {
   return set_error(Error::Internal, "XnnpackBackend: %s failed with %s", what, xnn_status_name(status));
 }
 
-Error create_runtime(xnn_subgraph_t subgraph, size_t num_threads, DelegateState& state) {
+Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, DelegateState& state) {
+  const size_t num_threads = options.num_threads;
   if (num_threads > 1) {
     state.threadpool = pthreadpool_create(num_threads);
     if (state.threadpool == nullptr) {
@@ -43,7 +44,16 @@ Error create_runtime(xnn_subgraph_t subgraph, size_t num_threads, DelegateState&
   }
   xnn_status status = xnn_create_weights_cache(&state.weights_cache);
   if (status != xnn_status_success) return internal("xnn_create_weights_cache", status);
-  status = xnn_create_runtime_v3(subgraph, state.weights_cache, state.threadpool, /*flags=*/0, &state.runtime);
+  if (options.fp16_inference) {
+    // XNNPACK 2024-11 only honours the fp16 *hint* on Arm; on x86 fp16 inference must be forced. If
+    // this CPU or graph cannot run in fp16, XNNPACK refuses before changing the subgraph: run fp32.
+    status = xnn_create_runtime_v3(subgraph, state.weights_cache, state.threadpool, XNN_FLAG_FORCE_FP16_INFERENCE,
+                                   &state.runtime);
+    if (status == xnn_status_success) state.fp16_inference = true;
+  }
+  if (state.runtime == nullptr) {
+    status = xnn_create_runtime_v3(subgraph, state.weights_cache, state.threadpool, /*flags=*/0, &state.runtime);
+  }
   if (status != xnn_status_success) return internal("xnn_create_runtime_v3", status);
   // Weights are packed while the runtime is created; a soft-finalized cache stays readable for
   // later reshapes without growing.
@@ -55,7 +65,7 @@ Error create_runtime(xnn_subgraph_t subgraph, size_t num_threads, DelegateState&
 }  // namespace
 
 Result<DelegateState*> build_delegate(FreeableBuffer* processed, const NamedDataMap* named_data_map,
-                                      size_t num_threads) {
+                                      const RuntimeOptions& options) {
   if (processed == nullptr || processed->data() == nullptr) {
     return set_error(Error::DelegateInvalidCompatibility, "XnnpackBackend: init() received no payload bytes");
   }
@@ -80,7 +90,9 @@ Result<DelegateState*> build_delegate(FreeableBuffer* processed, const NamedData
   ValueTable values;
   ETKIT_CHECK_OK(define_values(subgraph.get(), payload, named_data_map, *state, values));
   ETKIT_CHECK_OK(define_nodes(subgraph.get(), payload.graph, values));
-  ETKIT_CHECK_OK(create_runtime(subgraph.get(), num_threads, *state));
+  ETKIT_CHECK_OK(create_runtime(subgraph.get(), options, *state));
+  subgraph.reset();
+  if (!state->payload_pinned) state->payload.Free();  // XNNPACK holds no pointer into it
 
   state->externals.resize(state->inputs.size() + state->outputs.size());
   size_t i = 0;

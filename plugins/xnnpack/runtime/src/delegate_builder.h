@@ -10,13 +10,25 @@
 
 namespace etkit_xnnpack {
 
+/// How a delegate's runtime is created (from the backend's options and the delegate's compile specs).
+struct RuntimeOptions {
+  size_t num_threads = 1;
+  /// Compile spec "fp16_inference" = 1: XNN_FLAG_FORCE_FP16_INFERENCE when XNNPACK accepts it for this
+  /// CPU and graph (fp16 weights and activations; on x86 fp16 storage with AVX512-FP16 or F16C
+  /// kernels), else the fp32 runtime.
+  bool fp16_inference = false;
+};
+
 /// Parses and verifies the payload, defines the XNNPACK subgraph (values, then nodes), creates a
 /// weights cache and, when `num_threads` > 1, a pthreadpool of that many threads, creates the runtime
-/// and finalizes the cache. Takes ownership of `*processed` (XNNPACK may point into it).
+/// and finalizes the cache. Takes ownership of `*processed` and frees it once the runtime exists,
+/// unless a value points into it (constants in the payload's own section, inline per-channel
+/// scales); etkit writes constants as named data, so its payloads are freed (seed: a backend may
+/// free its processed data after init).
 /// Errors: those of parse_payload, define_values and define_nodes; Internal when xnn_initialize or
 /// runtime creation fails (message names the xnn_status).
 etkit::runtime::Result<DelegateState*> build_delegate(etkit::runtime::FreeableBuffer* processed,
                                                       const etkit::runtime::NamedDataMap* named_data_map,
-                                                      size_t num_threads);
+                                                      const RuntimeOptions& options);
 
 }  // namespace etkit_xnnpack

@@ -42,6 +42,8 @@ class DelegateState {
 
   // Storage XNNPACK may keep pointers into (static tensor data, per-channel scales):
   etkit::runtime::FreeableBuffer payload;             // the processed bytes (flatbuffer + constants)
+  bool fp16_inference = false;  // the runtime was created with XNN_FLAG_FORCE_FP16_INFERENCE
+  bool payload_pinned = false;  // some value's data or scales point into `payload`: keep it after init
   std::vector<etkit::runtime::FreeableBuffer> named_data;  // constants fetched from the NamedDataMap
   std::vector<std::vector<uint16_t>> bf16_scales;     // block scales converted from fp32
 };

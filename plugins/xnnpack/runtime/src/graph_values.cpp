@@ -117,6 +117,7 @@ Result<const uint8_t*> constant_bytes(ValueContext& ctx, uint32_t buffer_idx, si
     return ctx.fail(Error::InvalidProgram, "%s: constant_data[%u] holds %llu bytes, need %zu", what,
                     buffer_idx, static_cast<unsigned long long>(size), min_bytes);
   }
+  ctx.state.payload_pinned = true;
   return ctx.payload.constant_data + offset;
 }
 
@@ -183,6 +184,7 @@ Error define_per_channel(ValueContext& ctx, const TensorDesc& desc, const fb::Pe
                       q->scale() == nullptr ? 0u : q->scale()->size(), channels);
     }
     scales = q->scale()->data();
+    ctx.state.payload_pinned = true;  // inline scales live in the flatbuffer
   }
   // XNNPACK's signed 4-bit channelwise weights are stored offset by 8 (ExecuTorch's convention).
   const int32_t zero_point = desc.datatype == xnn_datatype_qcint4 ? 8 : 0;

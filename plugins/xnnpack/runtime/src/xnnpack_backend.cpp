@@ -31,11 +31,19 @@ class XnnpackBackend final : public etkit::runtime::BackendInterface {
   /// XNNPACK needs SSE2/NEON-class hardware; xnn_initialize reports whether this machine has it.
   bool is_available() const override { return xnn_initialize(/*allocator=*/nullptr) == xnn_status_success; }
 
-  /// Compile specs are ignored (ExecuTorch's XNNPACK payload carries everything in the graph).
+  /// Compile specs: "fp16_inference" (one byte, non-zero: run in fp16 where the CPU can); others are
+  /// ignored (ExecuTorch's XNNPACK payload carries everything else in the graph).
   Result<DelegateHandle*> init(BackendInitContext& ctx, FreeableBuffer* processed,
                                Span<const CompileSpec> compile_specs) const override {
-    (void)compile_specs;
-    Result<DelegateState*> state = build_delegate(processed, ctx.get_named_data_map(), num_threads_.load());
+    RuntimeOptions options;
+    options.num_threads = num_threads_.load();
+    for (const CompileSpec& spec : compile_specs) {
+      if (spec.key != nullptr && std::strcmp(spec.key, "fp16_inference") == 0) {
+        const auto* bytes = static_cast<const unsigned char*>(spec.value.buffer);
+        options.fp16_inference = spec.value.nbytes > 0 && bytes != nullptr && bytes[0] != 0;
+      }
+    }
+    Result<DelegateState*> state = build_delegate(processed, ctx.get_named_data_map(), options);
     if (!state.ok()) return state.error();
     return static_cast<DelegateHandle*>(state.get());
   }
