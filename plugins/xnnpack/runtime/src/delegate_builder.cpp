@@ -1,6 +1,8 @@
 #include "delegate_builder.h"
 
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "graph_nodes.h"
 #include "graph_values.h"
@@ -18,7 +20,6 @@ using etkit::runtime::set_error;
 DelegateState::~DelegateState() {
   if (runtime != nullptr) xnn_delete_runtime(runtime);
   if (weights_cache != nullptr) xnn_delete_weights_cache(weights_cache);
-  if (threadpool != nullptr) pthreadpool_destroy(threadpool);
 }
 
 namespace {
@@ -34,10 +35,22 @@ Error internal(const char* what, xnn_status status) {
   return set_error(Error::Internal, "XnnpackBackend: %s failed with %s", what, xnn_status_name(status));
 }
 
+/// One pthreadpool per thread count for the whole process, shared by every delegate (as ExecuTorch
+/// shares its threadpool): a pool per delegate would leave several sets of workers spinning for the
+/// same cores. Pools live until the process exits; pthreadpool serializes concurrent parallel calls.
+pthreadpool_t shared_threadpool(size_t num_threads) {
+  static std::mutex mutex;
+  static std::map<size_t, pthreadpool_t> pools;
+  std::lock_guard<std::mutex> lock(mutex);
+  pthreadpool_t& pool = pools[num_threads];
+  if (pool == nullptr) pool = pthreadpool_create(num_threads);
+  return pool;
+}
+
 Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, DelegateState& state) {
   const size_t num_threads = options.num_threads;
   if (num_threads > 1) {
-    state.threadpool = pthreadpool_create(num_threads);
+    state.threadpool = shared_threadpool(num_threads);
     if (state.threadpool == nullptr) {
       return set_error(Error::Internal, "XnnpackBackend: pthreadpool_create(%zu) failed", num_threads);
     }

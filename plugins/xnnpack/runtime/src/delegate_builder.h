@@ -20,7 +20,8 @@ struct RuntimeOptions {
 };
 
 /// Parses and verifies the payload, defines the XNNPACK subgraph (values, then nodes), creates a
-/// weights cache and, when `num_threads` > 1, a pthreadpool of that many threads, creates the runtime
+/// weights cache and, when `num_threads` > 1, uses the process-wide pthreadpool of that many threads
+/// (shared by all delegates), creates the runtime
 /// and finalizes the cache. Takes ownership of `*processed` and frees it once the runtime exists,
 /// unless a value points into it (constants in the payload's own section, inline per-channel
 /// scales); etkit writes constants as named data, so its payloads are freed (seed: a backend may

@@ -34,7 +34,7 @@ class DelegateState {
 
   xnn_runtime_t runtime = nullptr;
   xnn_weights_cache_t weights_cache = nullptr;
-  pthreadpool_t threadpool = nullptr;  // null: run on the calling thread
+  pthreadpool_t threadpool = nullptr;  // shared by all delegates (not owned); null: the calling thread
 
   std::vector<ExternalBinding> inputs;   // sorted by external id
   std::vector<ExternalBinding> outputs;  // sorted by external id
