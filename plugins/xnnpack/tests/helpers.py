@@ -4,6 +4,25 @@ from __future__ import annotations
 import torch
 
 
+class Fn(torch.nn.Module):
+    """A module whose forward is ``fn(self, *inputs)``, holding ``modules`` (layers, parameters) as
+    attributes: a one-line test model."""
+
+    def __init__(self, fn, **modules):
+        super().__init__()
+        self.fn = fn
+        for name, value in modules.items():
+            setattr(self, name, value)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
+def seeded_randn(seed: int, *shape: int) -> torch.Tensor:
+    """``torch.randn(*shape)`` from its own generator seeded with ``seed`` (float32)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
 def ensure_plugin_registered() -> None:
     """Make ``XnnpackBackend`` known to etkit even when the plugin is used from a source checkout
     (no installed entry point)."""

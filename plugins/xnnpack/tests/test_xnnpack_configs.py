@@ -8,20 +8,9 @@ import torch.nn.functional as F
 
 from etkit_xnnpack import XnnpackPartitioner
 from etkit_xnnpack.partition import NOT_IN_ANY_CONFIG
-from helpers import to_edge_program
+from helpers import Fn, to_edge_program
 
 aten = torch.ops.aten
-
-
-class Fn(nn.Module):
-    def __init__(self, fn, **params):
-        super().__init__()
-        self.fn = fn
-        for k, v in params.items():
-            setattr(self, k, v)
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
 
 
 def decisions(module, *inputs):

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from conftest import requires_fb
-from helpers import lower, lowered_modules, parse_payload
+from helpers import Fn, lower, lowered_modules, parse_payload
+from helpers import seeded_randn as _randn
 
 pytestmark = requires_fb
 
@@ -19,21 +20,6 @@ pytest.importorskip("etkit_xnnpack._delegate", reason="etkit-xnnpack's native mo
 
 FP16 = 2
 TOLERANCE = 2e-2
-
-
-class Fn(nn.Module):
-    def __init__(self, fn, **mods):
-        super().__init__()
-        self.fn = fn
-        for k, v in mods.items():
-            setattr(self, k, v)
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
-
-
-def _randn(seed, *shape):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 X4 = _randn(0, 1, 4, 8, 8)

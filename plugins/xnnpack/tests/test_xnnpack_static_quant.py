@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from conftest import requires_fb
-from helpers import lowered_modules, parse_payload
+from helpers import Fn, lowered_modules, parse_payload
+from helpers import seeded_randn as _randn
 
 pytestmark = requires_fb
 
@@ -28,21 +29,6 @@ runtime = pytest.importorskip("etkit.runtime")
 pytest.importorskip("etkit_xnnpack._delegate", reason="etkit-xnnpack's native module is not built")
 
 QINT8, QCINT8, QCINT32 = 3, 6, 7
-
-
-class Fn(nn.Module):
-    def __init__(self, fn, **mods):
-        super().__init__()
-        self.fn = fn
-        for k, v in mods.items():
-            setattr(self, k, v)
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
-
-
-def _randn(seed, *shape):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 X = _randn(0, 1, 8, 10, 10)

@@ -152,6 +152,15 @@ class SquareConfig(XnnpackOpConfig):
         return None
 
 
+def _softmax_dim_reason(node) -> Optional[str]:
+    """Why XNNPACK cannot run this softmax over ``node.args[1]`` (it normalizes the last dim only)."""
+    rank = tensor_vals(node)[0].dim()
+    dim = node.args[1]
+    if rank == 0 or dim % rank != rank - 1:
+        return f"softmax over dim {dim} of a {rank}-D tensor; XNNPACK only supports the last dim"
+    return None
+
+
 class SoftmaxConfig(XnnpackOpConfig):
     """``_softmax`` over the last dim."""
 
@@ -160,13 +169,10 @@ class SoftmaxConfig(XnnpackOpConfig):
     targets = (aten._softmax.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
-        rank = tensor_vals(node)[0].dim()
-        dim = node.args[1]
-        if rank == 0 or dim % rank != rank - 1:
-            return f"softmax over dim {dim} of a {rank}-D tensor; XNNPACK only supports the last dim"
-        if node.args[2]:
+        reason = _softmax_dim_reason(node)
+        if reason is None and node.args[2]:
             return "half_to_float=True is not supported"
-        return None
+        return reason
 
 
 class SafeSoftmaxConfig(XnnpackOpConfig):
@@ -178,13 +184,10 @@ class SafeSoftmaxConfig(XnnpackOpConfig):
     keep_undecomposed = (aten._safe_softmax.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
-        rank = tensor_vals(node)[0].dim()
-        dim = node.args[1]
-        if rank == 0 or dim % rank != rank - 1:
-            return f"softmax over dim {dim} of a {rank}-D tensor; XNNPACK only supports the last dim"
-        if (node.args[2] if len(node.args) > 2 else node.kwargs.get("dtype")) is not None:
+        reason = _softmax_dim_reason(node)
+        if reason is None and arg(node, 2, "dtype") is not None:
             return "a dtype argument is not supported"
-        return None
+        return reason
 
 
 class ToCopyConfig(XnnpackOpConfig):
