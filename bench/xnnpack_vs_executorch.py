@@ -1,16 +1,18 @@
-"""etkit's XNNPACK backend vs ExecuTorch 1.5.1's, and torch eager, on the same models, weights and inputs.
+"""etkit's XNNPACK backend vs ExecuTorch 1.5.1's, ONNX Runtime and torch eager, on the same models, weights
+and inputs.
 
     .venv/bin/python bench/xnnpack_vs_executorch.py [--models a,b] [--threads 1,2] [--repeats 30] [--out DIR]
 
 For each model: etkit and ExecuTorch each lower the same ExportedProgram (int8 models: quantized once
 with etkit's XNNPACKQuantizer, PT2E per-channel, static or dynamic, and saved, so both lower the same
-graph) and
-run the .pte in fresh processes of their own (bench/pte_runner.py; ExecuTorch from the oracle
+graph) and run the .pte in fresh processes of their own (bench/pte_runner.py; ExecuTorch from the oracle
 environment of scripts/et_oracle.sh, never imported by etkit), alternating the two systems over
 ``--rounds`` processes each so that load on the machine hits both alike. Printed per model and thread
-count: median latency (median over rounds of each process's median) of etkit / ExecuTorch / eager (int8: the converted PT2E model in eager, a float
-simulation), the ratio etkit/ExecuTorch, lowering time (to_edge_transform_and_lower + to_executorch +
-serialization; torch.export excluded), load time, .pte size and the peak RSS of the running process.
+count: median latency (median over rounds of each process's median) of etkit / ExecuTorch / ONNX
+Runtime (fp32 models only: exported with ``torch.onnx.export(dynamo=True)``, CPU execution provider, run
+in this process) / eager (int8: the converted PT2E model in eager, a float simulation), the ratio
+etkit/ExecuTorch, lowering time (to_edge_transform_and_lower + to_executorch + serialization;
+torch.export excluded), load time, .pte size and the peak RSS of the running process.
 
 2-thread figures are noisy on this shared 2-core machine; the targets (issue 4) are for 1 thread.
 """
@@ -103,6 +105,34 @@ def _eager_ms(module, inputs, threads: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _ort_ms(model, inputs, out: Path, name: str, threads: list[int], repeats: int) -> dict:
+    """ONNX Runtime (CPU execution provider) median ms per thread count, on the same weights and
+    inputs: the model exported with ``torch.onnx.export(dynamo=True)``. Empty if export fails."""
+    import onnxruntime as ort
+
+    path = out / f"{name}.onnx"
+    try:
+        torch.onnx.export(model, inputs, dynamo=True, verbose=False).save(str(path))
+    except Exception as exc:  # noqa: BLE001 - report and go on; ORT is a reference column only
+        print(f"[ort] {name}: export failed: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+        return {}
+    result = {}
+    for t in threads:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = t, 1
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
+        for _ in range(3):
+            session.run(None, feeds)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            times.append((time.perf_counter() - start) * 1000)
+        result[t] = statistics.median(times)
+    return result
+
+
 def _run_pte(runtime: str, pte: Path, inputs: Path, threads: int, repeats: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     if runtime == "executorch":
@@ -136,7 +166,8 @@ def prepare(names: list[str], out: Path, threads: list[int], repeats: int) -> di
         report = edge.partition_reports["forward"][0]
         facts[name] = {"etkit_lower_s": lower_s, "etkit_delegates": report.num_partitions,
                        "etkit_outside": len(report.rejected),
-                       "eager_ms": {t: _eager_ms(module, inputs, t, repeats) for t in threads}}
+                       "eager_ms": {t: _eager_ms(module, inputs, t, repeats) for t in threads},
+                       "ort_ms": {} if quantize else _ort_ms(model, inputs, out, name, threads, repeats)}
         print(f"[etkit] {name}: lowered in {lower_s:.2f} s, {report.num_partitions} delegate(s), "
               f"{len(report.rejected)} op(s) outside", flush=True)
     return facts
@@ -174,7 +205,7 @@ def _interleaved(runtime_a: str, pte_a: Path, runtime_b: str, pte_b: Path, input
 
 
 def report(names, facts, out: Path, threads: list[int], repeats: int, rounds: int) -> None:
-    header = ("model", "thr", "etkit ms", "ET ms", "etkit/ET", "eager ms", "lower etkit s", "lower ET s",
+    header = ("model", "thr", "etkit ms", "ET ms", "etkit/ET", "ORT ms", "eager ms", "lower etkit s", "lower ET s",
               "lower ratio", "load etkit/ET ms", "size etkit/ET MB", "RSS etkit/ET MB", "delegates etkit/ET")
     rows = [header]
     for name in names:
@@ -189,7 +220,8 @@ def report(names, facts, out: Path, threads: list[int], repeats: int, rounds: in
                 print(f"{name} ({t} thread(s)): etkit {mine.get('error', 'ok')}; ExecuTorch {theirs.get('error', 'ok')}")
                 continue
             rows.append((name, str(t), _fmt(mine["median_ms"]), _fmt(theirs["median_ms"]),
-                         _fmt(mine["median_ms"] / theirs["median_ms"]), _fmt(facts[name]["eager_ms"][t]),
+                         _fmt(mine["median_ms"] / theirs["median_ms"]), _fmt(facts[name]["ort_ms"].get(t)),
+                         _fmt(facts[name]["eager_ms"][t]),
                          _fmt(facts[name]["etkit_lower_s"]), _fmt(et_lower),
                          _fmt(facts[name]["etkit_lower_s"] / et_lower),
                          f"{mine['load_ms']:.0f}/{theirs['load_ms']:.0f}", f"{sizes[0]:.1f}/{sizes[1]:.1f}",
