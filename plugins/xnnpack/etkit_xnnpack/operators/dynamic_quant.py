@@ -219,9 +219,9 @@ def dynamic_weight(node, constant: Callable) -> tuple[Optional[DynamicWeight], s
 
 
 def pack_int4(values: torch.Tensor) -> bytes:
-    """int4 values [N, K] in [-8, 7] as XNNPACK's packed unsigned nibbles (value + 8; element 2j in
-    the low nibble, 2j+1 in the high nibble of byte j of each row; an odd K is padded per row)."""
+    """int4 values [N, K] in [-8, 7], K even (the partitioner refuses odd K), as XNNPACK's packed
+    unsigned nibbles: value + 8, element 2j in the low nibble and 2j+1 in the high nibble of byte j."""
+    if values.shape[1] % 2:
+        raise ValueError(f"int4 weights need an even input size, got {values.shape[1]}")
     u = (values.to(torch.int16) + 8).to(torch.uint8)
-    if u.shape[1] % 2:
-        u = torch.nn.functional.pad(u, (0, 1))
     return ((u[:, 1::2] << 4) | u[:, 0::2]).contiguous().numpy().tobytes()

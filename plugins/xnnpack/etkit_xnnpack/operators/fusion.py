@@ -13,14 +13,9 @@ import operator
 
 import torch
 
-from .quant import activation_clamp
+from .quant import ACTIVATIONS, FUSES_ACTIVATION, activation_clamp
 
 aten = torch.ops.aten
-
-ACTIVATIONS = {aten.relu.default, aten.hardtanh.default, aten.clamp.default}
-#: Ops whose XNNPACK node takes an output clamp.
-FUSES_ACTIVATION = {aten.convolution.default, aten.linear.default, aten.addmm.default, aten.mm.default,
-                    aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 
 
 def _float(node: torch.fx.Node) -> bool:

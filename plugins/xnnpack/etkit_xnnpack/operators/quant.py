@@ -79,9 +79,9 @@ def is_quantize(node) -> bool:
 
 # --------------------------------------------------------------------------------- which ops
 
-_ACTIVATIONS = {aten.relu.default, aten.hardtanh.default, aten.clamp.default}
+ACTIVATIONS = {aten.relu.default, aten.hardtanh.default, aten.clamp.default}
 #: Ops whose XNNPACK node takes an output clamp, so a following activation can be fused.
-_FUSES_ACTIVATION = {aten.convolution.default, aten.linear.default, aten.addmm.default, aten.mm.default,
+FUSES_ACTIVATION = {aten.convolution.default, aten.linear.default, aten.addmm.default, aten.mm.default,
                      aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 #: (op, positions of the activation inputs, positions of int8 weights)
 _GEMM = {aten.convolution.default: ((0,), 1), aten.linear.default: ((0,), 1), aten.addmm.default: ((1,), 2),
@@ -219,7 +219,7 @@ class QuantPlan:
             consumer = users[0]
         act = None
         users = list(consumer.users)
-        if node.target in _FUSES_ACTIVATION and len(users) == 1 and users[0].target in _ACTIVATIONS:
+        if node.target in FUSES_ACTIVATION and len(users) == 1 and users[0].target in ACTIVATIONS:
             act = users[0]
             users = list(act.users)
         if not users or not all(is_quantize(u) for u in users):
