@@ -1,4 +1,4 @@
-"""The ``etkit`` command line: ``etkit backends``, ``etkit inspect``."""
+"""The ``etkit`` command line: ``backends``, ``inspect``, ``kernels``, ``cmake-prefix-path``, ``runner build``."""
 from __future__ import annotations
 
 import argparse
@@ -56,6 +56,56 @@ def _runs_here(requirements) -> str:
     return "runs here: no\n" + "\n".join(f"  - {p}" for p in problems)
 
 
+def _cmd_cmake_prefix_path(args) -> int:
+    from .native.cmake import cmake_prefixes
+    prefixes = [str(p) for p in cmake_prefixes().values()]
+    if not prefixes:
+        print("etkit cmake-prefix-path: no installed etkit package ships a CMake package (reinstall etkit from "
+              "its wheel)", file=sys.stderr)
+        return 1
+    print(args.separator.join(prefixes))
+    return 0
+
+
+def _cmd_kernels(args) -> int:
+    from .serialize import PteFormatError
+    from .serialize.requirements import program_requirements
+    try:
+        with open(args.model, "rb") as f:
+            requirements = program_requirements(f.read())
+    except (PteFormatError, OSError) as exc:
+        print(f"etkit kernels: {args.model}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        from .runtime import Runtime
+        registered = set(Runtime.get().operator_registry.operator_names)
+    except ImportError:
+        registered = None
+    missing = 0
+    for kernel in sorted(requirements.kernels):
+        status = "" if registered is None or kernel in registered else "  (not registered in this runtime)"
+        missing += bool(status)
+        print(f"{kernel}{status}")
+    if requirements.backends:
+        print(f"# delegates: {', '.join(sorted(requirements.backends))}", file=sys.stderr)
+    return 1 if missing else 0
+
+
+def _cmd_runner_build(args) -> int:
+    from .native.cmake import NativeBuildError
+    from .native.runner_build import build_runner
+    backends = [b.strip() for b in (args.backends or "").split(",") if b.strip()]
+    try:
+        result = build_runner(args.output, backends=backends, model=args.model, strip=args.strip, jobs=args.jobs,
+                              quiet=not args.verbose)
+    except (NativeBuildError, OSError) as exc:
+        print(f"etkit runner build: {exc}", file=sys.stderr)
+        return 1
+    kernels = "all portable kernels" if result.kernels is None else f"{len(result.kernels)} portable kernel(s)"
+    print(f"{result.binary}: {result.size_bytes} bytes; backends: {', '.join(result.backends) or 'none'}; {kernels}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="etkit", description="Ahead-of-time compiler and runtime for .pte programs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -64,6 +114,25 @@ def main(argv=None) -> int:
     p = sub.add_parser("inspect", help="print a .pte program: methods, instructions, delegates, segments")
     p.add_argument("model", help="path to a .pte file")
     p.set_defaults(fn=_cmd_inspect)
+    p = sub.add_parser("kernels", help="list the kernels a .pte calls (what a selective build must link)")
+    p.add_argument("--model", required=True, help="path to a .pte file")
+    p.set_defaults(fn=_cmd_kernels)
+    p = sub.add_parser("cmake-prefix-path", help="print the CMake prefixes of the installed etkit packages, for "
+                                                 "-DCMAKE_PREFIX_PATH")
+    p.add_argument("--separator", default=";", help="between prefixes (default ';', CMake's list separator)")
+    p.set_defaults(fn=_cmd_cmake_prefix_path)
+    p = sub.add_parser("runner", help="native runner tools")
+    runner_sub = p.add_subparsers(dest="runner_command", required=True)
+    p = runner_sub.add_parser("build", help="build a native etkit_runner that statically links chosen backends")
+    p.add_argument("--backends", default="", help="comma-separated plugins to link (entry-point names or backend ids, as `etkit backends` lists them; default: none)")
+    p.add_argument("--model", help="a .pte: link only the portable kernels it calls (selective build)")
+    p.add_argument("-o", "--output", required=True, help="output directory (binary: DIR/etkit_runner)")
+    p.add_argument("--strip", action="store_true", help="strip symbols from the binary")
+    p.add_argument("--jobs", type=int, default=None, help="parallel build jobs")
+    p.add_argument("--verbose", action="store_true", help="show CMake's output")
+    p.set_defaults(fn=_cmd_runner_build)
+    from .scaffold.cli import add_subcommand as _add_new_backend
+    _add_new_backend(sub)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -19,7 +19,7 @@
 
 #include "etkit/runtime/runtime.h"
 #include "npy.h"
-#include "registered_backends.h"
+#include "registrations.h"
 
 namespace rt = etkit::runtime;
 
@@ -118,6 +118,7 @@ struct InputTensor {
   std::vector<rt::StridesType> strides;
   std::vector<uint8_t> data;
   rt::Tensor tensor;
+  bool is_tensor = false;  // false: a scalar input, which keeps its value from the program
 };
 
 void fill_default(InputTensor& in, rt::ScalarType type, bool random, std::mt19937& rng) {
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
   Options opt;
   if (!parse(argc, argv, &opt)) return usage(nullptr);
 
-  if (etkit_register_portable_kernels() != 0) return fail("registering portable kernels", rt::Error::Internal);
+  if (etkit::runner::register_kernels() != 0) return fail("registering portable kernels", rt::Error::Internal);
   for (const auto* b = etkit::runner::linked_backends(); b->function_name != nullptr; ++b) {
     if (b->register_fn() != 0) {
       std::fprintf(stderr, "etkit_runner: %s() failed: %s\n", b->function_name, etkit_backend_registration_error());
@@ -206,16 +207,27 @@ int main(int argc, char** argv) {
     in.dim_order.resize(in.sizes.size());
     in.strides.resize(in.sizes.size());
     for (size_t d = 0; d < in.sizes.size(); ++d) in.dim_order[d] = static_cast<rt::DimOrderType>(d);
+    in.is_tensor = true;
     in.tensor = rt::Tensor(type, in.sizes.size(), in.sizes.data(), in.data.data(), in.dim_order.data(),
                            in.strides.data());
-    rt::Error e = method->set_input(rt::EValue(&in.tensor), i);
-    if (e != rt::Error::Ok) return fail("setting input", e);
   }
+  // Inputs are set before every execute: planned memory may reuse an input's buffer for a later value
+  // (as ExecuTorch's memory planner does), so a method's inputs do not survive its execution.
+  auto set_inputs = [&]() -> rt::Error {
+    for (size_t i = 0; i < num_inputs; ++i) {
+      if (!inputs[i].is_tensor) continue;
+      rt::Error e = method->set_input(rt::EValue(&inputs[i].tensor), i);
+      if (e != rt::Error::Ok) return e;
+    }
+    return rt::Error::Ok;
+  };
 
   std::vector<double> times_ms;
   for (int it = 0; it < opt.iterations + 1; ++it) {  // first run is warm-up
+    rt::Error e = set_inputs();
+    if (e != rt::Error::Ok) return fail("setting input", e);
     auto t0 = std::chrono::steady_clock::now();
-    rt::Error e = method->execute();
+    e = method->execute();
     auto t1 = std::chrono::steady_clock::now();
     if (e != rt::Error::Ok) return fail("execute failed", e);
     if (it > 0) times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());

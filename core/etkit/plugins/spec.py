@@ -38,6 +38,7 @@ class BackendSpec:
         runtime_module: module whose import registers the C++ delegate into the Python runtime
             (``None`` if the backend has no runtime here).
         cmake_package: name of the CMake package for static linking into a native runner.
+        cmake_target: the package's static delegate library target (default ``<cmake_package>::delegate``).
         register_function: the ``extern "C"`` function the native runner calls to register it.
         plugin_api: version of :mod:`etkit.plugins.hookspecs` the plugin was written for.
         version: the plugin distribution's version, shown by ``etkit backends``.
@@ -50,6 +51,7 @@ class BackendSpec:
     quantizers: dict = field(default_factory=dict)
     runtime_module: Optional[str] = None
     cmake_package: Optional[str] = None
+    cmake_target: Optional[str] = None
     register_function: Optional[str] = None
     plugin_api: str = "1.0"
     version: str = "unknown"

@@ -1,0 +1,130 @@
+"""``etkit runner build``: a native ``etkit_runner`` for chosen backends, from the installed packages.
+
+The core wheel ships the runner's sources (``etkit/share/etkit/runner``) and its static runtime and
+portable-kernel libraries; each backend plugin ships its delegate as a static library with a CMake
+package. This module configures that CMake project against them: every backend's register function
+and the kernels are called from a generated list, so nothing depends on static initialisers or
+``--whole-archive``. With a model, only the kernels the model calls are registered and the linker
+drops the rest (selective build).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .cmake import NativeBuildError, cmake_prefixes, core_prefix, find_cmake
+from .kernels import portable_kernels, program_kernels
+
+
+@dataclass
+class RunnerBuild:
+    """What ``build_runner`` produced.
+
+    Attributes:
+        binary: path of the ``etkit_runner`` executable.
+        size_bytes: its size on disk, in bytes.
+        backends: backend ids linked in.
+        kernels: portable kernels registered (``None``: all of them, no selective build).
+    """
+
+    binary: Path
+    size_bytes: int
+    backends: list[str]
+    kernels: Optional[list[str]]
+
+
+def resolve_backends(names: Sequence[str]):
+    """BackendSpecs for ``names``: plugin entry-point names or backend ids (``etkit backends`` lists both).
+
+    Raises:
+        NativeBuildError: a name matches no installed backend, or the backend ships no native library.
+    """
+    from etkit.plugins import get_plugin_manager
+    registry = get_plugin_manager().registry
+    specs = []
+    for name in names:
+        matches = [s for s in registry.specs()
+                   if name.lower() in (s.backend_id.lower(), registry.owner(s.backend_id).lower())]
+        if not matches:
+            known = ", ".join(f"{registry.owner(s.backend_id)} ({s.backend_id})" for s in registry.specs()) or "none"
+            raise NativeBuildError(f"no installed backend named {name!r} (installed: {known}); pip install its "
+                                   f"plugin, then check `etkit backends`")
+        for spec in matches:
+            if not (spec.cmake_package and spec.register_function):
+                raise NativeBuildError(f"backend {spec.backend_id!r} declares no native library (cmake_package / "
+                                       f"register_function in its BackendSpec), so it cannot be linked into a runner")
+            if spec not in specs:
+                specs.append(spec)
+    return specs
+
+
+def build_runner(out_dir: os.PathLike | str, backends: Sequence[str] = (), model: Optional[os.PathLike | str] = None,
+                 strip: bool = False, jobs: Optional[int] = None, quiet: bool = True) -> RunnerBuild:
+    """Configure and build ``etkit_runner`` into ``out_dir`` (build tree in ``out_dir/build``).
+
+    Args:
+        out_dir: output directory; the binary is ``out_dir/etkit_runner``.
+        backends: plugins to link (entry-point names or backend ids); empty links none (portable only).
+        model: a ``.pte``: register only the kernels it calls, and check that every backend it
+            delegates to is among ``backends``.
+        strip: strip symbols from the binary (smaller; no symbols for profilers).
+        jobs: parallel build jobs (default: CPU count).
+        quiet: keep CMake's output unless the build fails.
+
+    Raises:
+        NativeBuildError: unknown backend, model needs a backend or kernel that is not available,
+            no CMake, or the configure/build failed (CMake's output is in the message).
+    """
+    out = Path(out_dir).resolve()
+    specs = resolve_backends(list(backends))
+    kernels: Optional[list[str]] = None
+    if model is not None:
+        data = Path(model).read_bytes()
+        from etkit.serialize.requirements import program_requirements
+        needed_backends = set(program_requirements(data).backends)
+        missing = sorted(needed_backends - {s.backend_id for s in specs})
+        if missing:
+            raise NativeBuildError(f"{model} delegates to {', '.join(missing)}, which is not in --backends; add the "
+                                   f"plugin that provides it")
+        kernels = program_kernels(data)
+        available = portable_kernels()
+        absent = [k for k in kernels if k not in available]
+        if absent:
+            raise NativeBuildError(f"{model} calls kernels the portable library does not have: {', '.join(absent)}; "
+                                   f"re-lower so a backend takes these ops")
+
+    cmake, ninja = find_cmake()
+    prefixes = [str(p) for p in cmake_prefixes().values()]
+    core = core_prefix()
+    if str(core) not in prefixes:
+        prefixes.insert(0, str(core))
+    build_dir = out / "build"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    configure = [cmake, "-S", str(core / "share" / "etkit" / "runner"), "-B", str(build_dir),
+                 "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}",
+                 f"-DETKIT_RUNNER_PACKAGES={';'.join(dict.fromkeys(s.cmake_package for s in specs))}",
+                 "-DETKIT_RUNNER_BACKENDS=" + ";".join(
+                     f"{s.cmake_target or s.cmake_package + '::delegate'}={s.register_function}" for s in specs),
+                 f"-DETKIT_RUNNER_SELECTIVE={'ON' if kernels is not None else 'OFF'}",
+                 f"-DETKIT_RUNNER_KERNELS={';'.join(kernels or [])}",
+                 f"-DETKIT_RUNNER_STRIP={'ON' if strip else 'OFF'}"]
+    if ninja and not (build_dir / "CMakeCache.txt").exists():
+        configure += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
+    _run(configure, "configuring the runner", quiet)
+    _run([cmake, "--build", str(build_dir), "-j", str(jobs or os.cpu_count() or 1)], "building the runner", quiet)
+    binary = out / "etkit_runner"
+    shutil.copy2(build_dir / "etkit_runner", binary)
+    return RunnerBuild(binary=binary, size_bytes=binary.stat().st_size, backends=[s.backend_id for s in specs],
+                       kernels=kernels)
+
+
+def _run(cmd: list[str], what: str, quiet: bool) -> None:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None,
+                          text=True)
+    if proc.returncode != 0:
+        output = (proc.stdout or "")[-6000:]
+        raise NativeBuildError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{output}")
