@@ -22,12 +22,14 @@ def _out_args(schema) -> list:
 
 
 def _matches(functional, candidate) -> bool:
-    cand_names = [a.name for a in candidate.arguments if not a.is_out]
-    func_names = [a.name for a in functional.arguments]
-    if func_names == cand_names:
+    """Same argument names and types (``squeeze_copy.dims`` takes ``int[] dim``, ``.dim`` takes ``int dim``),
+    ignoring tensor options the out variant takes from its ``out`` tensor."""
+    cand = [(a.name, str(a.type)) for a in candidate.arguments if not a.is_out]
+    func = [(a.name, str(a.type)) for a in functional.arguments]
+    if func == cand:
         return True
-    trimmed = [n for n in func_names if n not in TENSOR_OPTIONS or n in cand_names]
-    return trimmed == cand_names
+    cand_names = {name for name, _ in cand}
+    return [arg for arg in func if arg[0] not in TENSOR_OPTIONS or arg[0] in cand_names] == cand
 
 
 @functools.lru_cache(maxsize=None)

@@ -82,7 +82,7 @@ bool check_contiguous_out(KernelRuntimeContext& ctx, const char* name, const Ten
   return true;
 }
 
-enum class Red { Sum, Mean, Max, Min, Any };
+enum class Red { Sum, Mean, Max, Min, Any, Prod };
 
 // Shared body of sum/mean/amax/amin/any over `dims`.
 void reduce_op(KernelRuntimeContext& ctx, const char* name, Red kind, const Tensor& in, Span<const int64_t> dims,
@@ -92,16 +92,17 @@ void reduce_op(KernelRuntimeContext& ctx, const char* name, Red kind, const Tens
   if (!resize_out(ctx, name, out, p.out_sizes, p.out_dim) || !check_contiguous_out(ctx, name, out)) return;
   const void* x = in.const_data_ptr();
   const ScalarType it = in.scalar_type(), ot = out.scalar_type();
-  const bool int_sum = kind == Red::Sum && !is_floating(ot) && !is_floating(it);
+  const bool int_sum = (kind == Red::Sum || kind == Red::Prod) && !is_floating(ot) && !is_floating(it);
   double acc = 0;
   int64_t iacc = 0;
   reduce_loop(
       in, p,
       [&] {
-        iacc = 0;
+        iacc = kind == Red::Prod ? 1 : 0;
         acc = kind == Red::Max ? -std::numeric_limits<double>::infinity()
               : kind == Red::Min ? std::numeric_limits<double>::infinity()
-                                 : 0.0;
+              : kind == Red::Prod ? 1.0
+                                  : 0.0;
       },
       [&](size_t off) {
         switch (kind) {
@@ -122,6 +123,10 @@ void reduce_op(KernelRuntimeContext& ctx, const char* name, Red kind, const Tens
           }
           case Red::Any:
             if (load_double(x, it, off) != 0) acc = 1;
+            break;
+          case Red::Prod:  // integer products wrap like torch's int64 arithmetic
+            if (int_sum) iacc = static_cast<int64_t>(static_cast<uint64_t>(iacc) * static_cast<uint64_t>(load_int(x, it, off)));
+            else acc *= load_double(x, it, off);
             break;
         }
       },
@@ -159,6 +164,28 @@ void sum_intlist_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
     return;
   Tensor* out = tensor_arg(ctx, name, args, 4, "out");
   if (out) reduce_op(ctx, name, Red::Sum, *a, dims, all, keepdim, *out);
+}
+
+// prod.int_out(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out)
+void prod_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::prod.int_out";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  int64_t dim;
+  bool keepdim;
+  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
+  const int64_t dims[1] = {dim};
+  if (out) reduce_op(ctx, name, Red::Prod, *a, Span<const int64_t>(dims, 1), false, keepdim, *out);
+}
+
+// prod.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out)
+void prod_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::prod.out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  Tensor* out = a ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
+  if (out) reduce_op(ctx, name, Red::Prod, *a, {}, true, false, *out);
 }
 
 // mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out)
@@ -525,6 +552,101 @@ void native_batch_norm_legit_no_training_out(KernelRuntimeContext& ctx, Span<EVa
     store_double(out->mutable_data_ptr(), out->scalar_type(), offset_of(*out, idx), v);
     next_index(idx, in->sizes().data(), in->dim());
   }
+}
+
+namespace {
+/// _native_batch_norm_legit in both overloads. With training (or without running stats) each channel is
+/// normalised by its batch mean and biased variance, and save_mean / save_invstd hold them; otherwise by
+/// the running stats, and save_mean / save_invstd are empty (as torch returns them). Running stats are
+/// not updated: a program's constants are read-only, and exported inference graphs do not read them back.
+void batch_norm_legit(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool has_running) {
+  const size_t nargs = has_running ? 11 : 9;
+  if (!check_nargs(ctx, name, args, nargs)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Tensor *w = nullptr, *b = nullptr, *rm = nullptr, *rv = nullptr;
+  if (!in || !optional_tensor_arg(ctx, name, args, 1, "weight", &w) || !optional_tensor_arg(ctx, name, args, 2, "bias", &b))
+    return;
+  size_t a = 3;
+  if (has_running) {
+    if (!(rm = tensor_arg(ctx, name, args, 3, "running_mean")) || !(rv = tensor_arg(ctx, name, args, 4, "running_var")))
+      return;
+    a = 5;
+  }
+  bool training;
+  double momentum, eps;
+  if (!bool_arg(ctx, name, args, a, "training", &training) || !scalar_arg(ctx, name, args, a + 1, "momentum", &momentum) ||
+      !scalar_arg(ctx, name, args, a + 2, "eps", &eps))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, a + 3, "out");
+  Tensor* save_mean = out ? tensor_arg(ctx, name, args, a + 4, "save_mean") : nullptr;
+  Tensor* save_invstd = save_mean ? tensor_arg(ctx, name, args, a + 5, "save_invstd") : nullptr;
+  if (!save_invstd || !check_floating(ctx, name, *in, "input")) return;
+  if (in->dim() < 2) {
+    fail(ctx, Error::InvalidArgument, "%s: input must be at least 2-D, got rank %zu", name, in->dim());
+    return;
+  }
+  if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim()) || !check_contiguous_out(ctx, name, *out)) return;
+  const size_t channels = static_cast<size_t>(in->size(1));
+  for (const Tensor* t : {w, b, rm, rv}) {
+    if (t != nullptr && t->numel() != channels) {
+      fail(ctx, Error::InvalidArgument, "%s: per-channel tensor has %zu elements for %zu channels", name, t->numel(),
+           channels);
+      return;
+    }
+  }
+  const bool batch_stats = training || !has_running;
+  const SizesType c_shape[1] = {static_cast<SizesType>(batch_stats ? channels : 0)};
+  if (!resize_out(ctx, name, *save_mean, c_shape, 1) || !resize_out(ctx, name, *save_invstd, c_shape, 1)) return;
+  ReducePlan p;  // reduce every dim but the channel dim
+  int64_t dims[runtime::kTensorDimensionLimit];
+  size_t nd = 0;
+  for (size_t d = 0; d < in->dim(); ++d)
+    if (d != 1) dims[nd++] = static_cast<int64_t>(d);
+  if (!make_plan(ctx, name, *in, Span<const int64_t>(dims, nd), false, false, &p)) return;
+  const void* x = in->const_data_ptr();
+  const ScalarType it = in->scalar_type();
+  double sum = 0, sq = 0;
+  if (batch_stats) {
+    reduce_loop(
+        *in, p, [&] { sum = sq = 0; },
+        [&](size_t off) {
+          const double v = load_double(x, it, off);
+          sum += v;
+          sq += v * v;
+        },
+        [&](size_t c, size_t count) {
+          const double mean = count ? sum / double(count) : NAN;
+          const double var = count ? std::max(sq / double(count) - mean * mean, 0.0) : NAN;
+          store_double(save_mean->mutable_data_ptr(), save_mean->scalar_type(), c, mean);
+          store_double(save_invstd->mutable_data_ptr(), save_invstd->scalar_type(), c, 1.0 / std::sqrt(var + eps));
+        });
+  }
+  int64_t idx[runtime::kTensorDimensionLimit] = {0};
+  for (size_t i = 0; i < in->numel(); ++i, next_index(idx, in->sizes().data(), in->dim())) {
+    const size_t c = static_cast<size_t>(idx[1]);
+    const double mean = batch_stats ? load_double(save_mean->const_data_ptr(), save_mean->scalar_type(), c)
+                                    : load_double(rm->const_data_ptr(), rm->scalar_type(), c);
+    const double invstd = batch_stats ? load_double(save_invstd->const_data_ptr(), save_invstd->scalar_type(), c)
+                                      : 1.0 / std::sqrt(load_double(rv->const_data_ptr(), rv->scalar_type(), c) + eps);
+    double v = (load_double(x, it, offset_of(*in, idx)) - mean) * invstd;
+    if (w) v *= load_double(w->const_data_ptr(), w->scalar_type(), c);
+    if (b) v += load_double(b->const_data_ptr(), b->scalar_type(), c);
+    store_double(out->mutable_data_ptr(), out->scalar_type(), offset_of(*out, idx), v);
+  }
+}
+}  // namespace
+
+// _native_batch_norm_legit.out(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean,
+//     Tensor(b!) running_var, bool training, float momentum, float eps, *, Tensor(d!) out, Tensor(e!) save_mean,
+//     Tensor(f!) save_invstd)
+void native_batch_norm_legit_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  batch_norm_legit(ctx, "aten::_native_batch_norm_legit.out", args, true);
+}
+
+// _native_batch_norm_legit.no_stats_out(Tensor input, Tensor? weight, Tensor? bias, bool training,
+//     float momentum, float eps, *, Tensor(a!) out, Tensor(b!) save_mean, Tensor(c!) save_invstd)
+void native_batch_norm_legit_no_stats_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  batch_norm_legit(ctx, "aten::_native_batch_norm_legit.no_stats_out", args, false);
 }
 
 }  // namespace etkit::portable

@@ -1,0 +1,350 @@
+// Reflection/replication padding (1-3 trailing dims) and the pooling ops over 1 or 3 spatial dims
+// (avg_pool1d, avg_pool3d, adaptive_avg_pool1d, _adaptive_avg_pool3d, max_pool3d_with_indices).
+// The 2-d pools live in conv_pool.cpp; these are written once for any number of spatial dims.
+// Output sizes and window rules follow PyTorch (ceil_mode drops a window that would start in the
+// right padding; avg divides by divisor_override, else by the window including padding when
+// count_include_pad, else by the valid elements).
+#include <cmath>
+#include <limits>
+
+#include "data_movement.h"
+#include "kernels.h"
+
+namespace etkit::portable {
+namespace {
+
+enum class PadMode { Reflect, Replicate };
+
+void pad_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t n, PadMode mode) {
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* self = any_tensor(ctx, name, args, 0, "self");
+  Span<const int64_t> pad;
+  if (!self || !int_list_arg(ctx, name, args, 1, "padding", &pad)) return;
+  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+  if (!out) return;
+  if (pad.size() != 2 * n || self->dim() < n || self->dim() > n + 2) {
+    fail(ctx, Error::InvalidArgument, "%s: expects %zu padding values and a rank %zu-%zu input, got %zu and rank %zu",
+         name, 2 * n, n + 1, n + 2, pad.size(), self->dim());
+    return;
+  }
+  SizesType shape[kMaxDim];
+  int64_t before[kMaxDim] = {0};
+  for (size_t d = 0; d < self->dim(); ++d) shape[d] = self->size(d);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t d = self->dim() - 1 - k;
+    const int64_t l = pad[2 * k], r = pad[2 * k + 1], size = self->size(d);
+    if (mode == PadMode::Reflect && (l >= size || r >= size || l < 0 || r < 0)) {
+      fail(ctx, Error::InvalidArgument, "%s: padding (%lld, %lld) must be smaller than the input size %lld in dim %zu",
+           name, (long long)l, (long long)r, (long long)size, d);
+      return;
+    }
+    if (mode == PadMode::Replicate && size == 0) {
+      fail(ctx, Error::InvalidArgument, "%s: cannot replicate an empty dim %zu", name, d);
+      return;
+    }
+    before[d] = l;
+    shape[d] = static_cast<SizesType>(size + l + r);
+  }
+  if (!resize_out(ctx, name, *out, shape, self->dim())) return;
+  if (out->scalar_type() != self->scalar_type()) {
+    fail(ctx, Error::InvalidArgument, "%s: out dtype differs from self", name);
+    return;
+  }
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < out->numel(); ++i) {
+    int64_t sidx[kMaxDim];
+    for (size_t d = 0; d < self->dim(); ++d) {
+      int64_t j = idx[d] - before[d];
+      const int64_t size = self->size(d);
+      if (mode == PadMode::Reflect) {
+        if (j < 0) j = -j;
+        if (j >= size) j = 2 * (size - 1) - j;
+      } else {
+        j = std::min(std::max<int64_t>(j, 0), size - 1);
+      }
+      sidx[d] = j;
+    }
+    copy_elem(*self, offset_of(*self, sidx), *out, offset_of(*out, idx));
+    next_index(idx, shape, self->dim());
+  }
+}
+
+/// Window geometry of a pool over `n` trailing spatial dims.
+struct PoolGeometry {
+  size_t n = 0;
+  int64_t in[3], out[3], k[3], s[3], p[3], dil[3];
+};
+
+/// Reads int[n] lists that may hold one value (broadcast) or be empty (stride = kernel).
+bool int_list_n(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg, size_t n,
+                const int64_t* fallback, int64_t def, int64_t* out) {
+  Span<const int64_t> v;
+  if (!int_list_arg(ctx, name, args, i, arg, &v)) return false;
+  if (v.size() != 0 && v.size() != 1 && v.size() != n) {
+    return fail(ctx, Error::InvalidArgument, "%s: %s must have 1 or %zu values, has %zu", name, arg, n, v.size());
+  }
+  for (size_t d = 0; d < n; ++d) out[d] = v.size() == 0 ? (fallback ? fallback[d] : def) : v[v.size() == 1 ? 0 : d];
+  return true;
+}
+
+bool pool_output_sizes(KernelRuntimeContext& ctx, const char* name, PoolGeometry& g, bool ceil_mode) {
+  for (size_t d = 0; d < g.n; ++d) {
+    if (g.k[d] <= 0 || g.s[d] <= 0 || g.dil[d] <= 0 || g.p[d] < 0 || 2 * g.p[d] > g.k[d]) {
+      return fail(ctx, Error::InvalidArgument,
+                  "%s: kernel %lld, stride %lld, padding %lld, dilation %lld are invalid (padding must be at most "
+                  "half the kernel)", name, (long long)g.k[d], (long long)g.s[d], (long long)g.p[d], (long long)g.dil[d]);
+    }
+    const int64_t span = g.in[d] + 2 * g.p[d] - g.dil[d] * (g.k[d] - 1) - 1;
+    int64_t o = (ceil_mode ? (span + g.s[d] - 1) / g.s[d] : span / g.s[d]) + 1;
+    if (ceil_mode && (o - 1) * g.s[d] >= g.in[d] + g.p[d]) --o;
+    if (span < 0 || o <= 0) {
+      return fail(ctx, Error::InvalidArgument, "%s: input size %lld is too small for the kernel in spatial dim %zu",
+                  name, (long long)g.in[d], d);
+    }
+    g.out[d] = o;
+  }
+  return true;
+}
+
+/// Calls fn(batch_plane, out_spatial_index[], out_flat) for every output element.
+template <typename Fn>
+void for_each_pool_output(const PoolGeometry& g, size_t planes, Fn fn) {
+  size_t spatial = 1;
+  for (size_t d = 0; d < g.n; ++d) spatial *= static_cast<size_t>(g.out[d]);
+  for (size_t pl = 0; pl < planes; ++pl) {
+    int64_t o[3] = {0, 0, 0};
+    for (size_t i = 0; i < spatial; ++i) {
+      fn(pl, o, pl * spatial + i);
+      for (size_t d = g.n; d-- > 0;) {
+        if (++o[d] < g.out[d]) break;
+        o[d] = 0;
+      }
+    }
+  }
+}
+
+bool pool_setup(KernelRuntimeContext& ctx, const char* name, const Tensor& self, size_t n, PoolGeometry& g,
+                size_t* planes) {
+  if (self.dim() != n + 1 && self.dim() != n + 2) {
+    return fail(ctx, Error::InvalidArgument, "%s: expects a rank %zu or %zu input, got rank %zu", name, n + 1, n + 2,
+                self.dim());
+  }
+  if (!self.is_contiguous_dim_order()) {
+    return fail(ctx, Error::NotSupported, "%s: the portable kernel needs a contiguous input", name);
+  }
+  g.n = n;
+  *planes = 1;
+  for (size_t d = 0; d + n < self.dim(); ++d) *planes *= static_cast<size_t>(self.size(d));
+  for (size_t d = 0; d < n; ++d) g.in[d] = self.size(self.dim() - n + d);
+  return true;
+}
+
+bool resize_pool_out(KernelRuntimeContext& ctx, const char* name, const Tensor& self, const PoolGeometry& g, Tensor& out) {
+  SizesType shape[kMaxDim];
+  for (size_t d = 0; d < self.dim(); ++d) shape[d] = self.size(d);
+  for (size_t d = 0; d < g.n; ++d) shape[self.dim() - g.n + d] = static_cast<SizesType>(g.out[d]);
+  if (!resize_out(ctx, name, out, shape, self.dim())) return false;
+  if (!out.is_contiguous_dim_order()) {
+    return fail(ctx, Error::NotSupported, "%s: the portable kernel needs a contiguous output", name);
+  }
+  return true;
+}
+
+void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t n, bool has_divisor) {
+  const size_t nargs = has_divisor ? 8 : 7;
+  if (!check_nargs(ctx, name, args, nargs)) return;
+  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
+  PoolGeometry g;
+  size_t planes;
+  bool ceil_mode, include_pad;
+  if (!self || !check_floating(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
+      !int_list_n(ctx, name, args, 1, "kernel_size", n, nullptr, 1, g.k) ||
+      !int_list_n(ctx, name, args, 2, "stride", n, g.k, 1, g.s) ||
+      !int_list_n(ctx, name, args, 3, "padding", n, nullptr, 0, g.p) ||
+      !bool_arg(ctx, name, args, 4, "ceil_mode", &ceil_mode) ||
+      !bool_arg(ctx, name, args, 5, "count_include_pad", &include_pad))
+    return;
+  int64_t divisor = 0;
+  if (has_divisor && !args[6]->is_none() && !int_arg(ctx, name, args, 6, "divisor_override", &divisor)) return;
+  if (has_divisor && !args[6]->is_none() && divisor == 0) {
+    fail(ctx, Error::InvalidArgument, "%s: divisor_override must be non-zero", name);
+    return;
+  }
+  for (size_t d = 0; d < n; ++d) g.dil[d] = 1;
+  Tensor* out = tensor_arg(ctx, name, args, nargs - 1, "out");
+  if (!out || !pool_output_sizes(ctx, name, g, ceil_mode) || !resize_pool_out(ctx, name, *self, g, *out)) return;
+  const void* x = self->const_data_ptr();
+  const ScalarType t = self->scalar_type();
+  size_t in_spatial = 1;
+  for (size_t d = 0; d < n; ++d) in_spatial *= static_cast<size_t>(g.in[d]);
+  for_each_pool_output(g, planes, [&](size_t pl, const int64_t* o, size_t flat) {
+    int64_t lo[3], hi[3];
+    int64_t window = 1, valid = 1;
+    for (size_t d = 0; d < n; ++d) {
+      int64_t start = o[d] * g.s[d] - g.p[d];
+      int64_t end = std::min(start + g.k[d], g.in[d] + g.p[d]);
+      window *= end - start;
+      lo[d] = std::max<int64_t>(start, 0);
+      hi[d] = std::min(end, g.in[d]);
+      valid *= std::max<int64_t>(hi[d] - lo[d], 0);
+    }
+    double sum = 0;
+    if (valid > 0) {
+      int64_t w[3] = {lo[0], lo[1], lo[2]};
+      while (true) {
+        size_t off = 0;
+        for (size_t d = 0; d < n; ++d) off = off * static_cast<size_t>(g.in[d]) + static_cast<size_t>(w[d]);
+        sum += load_double(x, t, pl * in_spatial + off);
+        size_t d = n;
+        while (d-- > 0) {
+          if (++w[d] < hi[d]) break;
+          w[d] = lo[d];
+        }
+        if (d == static_cast<size_t>(-1)) break;
+      }
+    }
+    const double div = divisor != 0 ? double(divisor) : include_pad ? double(window) : double(valid);
+    store_double(out->mutable_data_ptr(), out->scalar_type(), flat, sum / div);
+  });
+}
+
+void adaptive_avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t n) {
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
+  PoolGeometry g;
+  size_t planes;
+  Span<const int64_t> size;
+  if (!self || !check_floating(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
+      !int_list_arg(ctx, name, args, 1, "output_size", &size))
+    return;
+  if (size.size() != n) {
+    fail(ctx, Error::InvalidArgument, "%s: output_size must have %zu values, has %zu", name, n, size.size());
+    return;
+  }
+  for (size_t d = 0; d < n; ++d) g.out[d] = size[d];
+  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
+  if (!out || !resize_pool_out(ctx, name, *self, g, *out)) return;
+  size_t in_spatial = 1;
+  for (size_t d = 0; d < n; ++d) in_spatial *= static_cast<size_t>(g.in[d]);
+  for_each_pool_output(g, planes, [&](size_t pl, const int64_t* o, size_t flat) {
+    int64_t lo[3], hi[3];
+    for (size_t d = 0; d < n; ++d) {
+      lo[d] = (o[d] * g.in[d]) / g.out[d];
+      hi[d] = ((o[d] + 1) * g.in[d] + g.out[d] - 1) / g.out[d];
+    }
+    double sum = 0;
+    int64_t count = 0;
+    int64_t w[3] = {lo[0], lo[1], lo[2]};
+    while (true) {
+      size_t off = 0;
+      for (size_t d = 0; d < n; ++d) off = off * static_cast<size_t>(g.in[d]) + static_cast<size_t>(w[d]);
+      sum += load_double(self->const_data_ptr(), self->scalar_type(), pl * in_spatial + off);
+      ++count;
+      size_t d = n;
+      while (d-- > 0) {
+        if (++w[d] < hi[d]) break;
+        w[d] = lo[d];
+      }
+      if (d == static_cast<size_t>(-1)) break;
+    }
+    store_double(out->mutable_data_ptr(), out->scalar_type(), flat, sum / double(count));
+  });
+}
+
+}  // namespace
+
+void reflection_pad1d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  pad_nd(ctx, "aten::reflection_pad1d.out", args, 1, PadMode::Reflect);
+}
+void reflection_pad2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  pad_nd(ctx, "aten::reflection_pad2d.out", args, 2, PadMode::Reflect);
+}
+void reflection_pad3d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  pad_nd(ctx, "aten::reflection_pad3d.out", args, 3, PadMode::Reflect);
+}
+void replication_pad1d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  pad_nd(ctx, "aten::replication_pad1d.out", args, 1, PadMode::Replicate);
+}
+void replication_pad2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  pad_nd(ctx, "aten::replication_pad2d.out", args, 2, PadMode::Replicate);
+}
+void replication_pad3d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  pad_nd(ctx, "aten::replication_pad3d.out", args, 3, PadMode::Replicate);
+}
+
+// avg_pool1d.out(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], bool ceil_mode=False,
+//                bool count_include_pad=True, *, Tensor(a!) out)
+void avg_pool1d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  avg_pool_nd(ctx, "aten::avg_pool1d.out", args, 1, false);
+}
+
+// avg_pool3d.out(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False,
+//                bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out)
+void avg_pool3d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  avg_pool_nd(ctx, "aten::avg_pool3d.out", args, 3, true);
+}
+
+// adaptive_avg_pool1d.out(Tensor self, int[1] output_size, *, Tensor(a!) out)
+void adaptive_avg_pool1d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  adaptive_avg_pool_nd(ctx, "aten::adaptive_avg_pool1d.out", args, 1);
+}
+
+// _adaptive_avg_pool3d.out(Tensor self, SymInt[3] output_size, *, Tensor(a!) out)
+void adaptive_avg_pool3d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  adaptive_avg_pool_nd(ctx, "aten::_adaptive_avg_pool3d.out", args, 3);
+}
+
+// max_pool3d_with_indices.out(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0,
+//                             int[3] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)
+// indices are flat offsets into each input plane (d * H * W + h * W + w), as torch returns them.
+void max_pool3d_with_indices_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::max_pool3d_with_indices.out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
+  PoolGeometry g;
+  size_t planes;
+  bool ceil_mode;
+  if (!self || !pool_setup(ctx, name, *self, 3, g, &planes) ||
+      !int_list_n(ctx, name, args, 1, "kernel_size", 3, nullptr, 1, g.k) ||
+      !int_list_n(ctx, name, args, 2, "stride", 3, g.k, 1, g.s) ||
+      !int_list_n(ctx, name, args, 3, "padding", 3, nullptr, 0, g.p) ||
+      !int_list_n(ctx, name, args, 4, "dilation", 3, nullptr, 1, g.dil) ||
+      !bool_arg(ctx, name, args, 5, "ceil_mode", &ceil_mode))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
+  Tensor* indices = out ? tensor_arg(ctx, name, args, 7, "indices") : nullptr;
+  if (!indices || !pool_output_sizes(ctx, name, g, ceil_mode) || !resize_pool_out(ctx, name, *self, g, *out) ||
+      !resize_pool_out(ctx, name, *self, g, *indices))
+    return;
+  const size_t in_spatial = static_cast<size_t>(g.in[0] * g.in[1] * g.in[2]);
+  const bool floating = is_floating(self->scalar_type());
+  for_each_pool_output(g, planes, [&](size_t pl, const int64_t* o, size_t flat) {
+    double best = -std::numeric_limits<double>::infinity();
+    int64_t best_i = -1;
+    for (int64_t a = 0; a < g.k[0]; ++a) {
+      const int64_t z = o[0] * g.s[0] - g.p[0] + a * g.dil[0];
+      if (z < 0 || z >= g.in[0]) continue;
+      for (int64_t b = 0; b < g.k[1]; ++b) {
+        const int64_t y = o[1] * g.s[1] - g.p[1] + b * g.dil[1];
+        if (y < 0 || y >= g.in[1]) continue;
+        for (int64_t c = 0; c < g.k[2]; ++c) {
+          const int64_t x = o[2] * g.s[2] - g.p[2] + c * g.dil[2];
+          if (x < 0 || x >= g.in[2]) continue;
+          const int64_t i = (z * g.in[1] + y) * g.in[2] + x;
+          const double v = load_double(self->const_data_ptr(), self->scalar_type(), pl * in_spatial + i);
+          if (best_i < 0 || v > best || std::isnan(v)) {
+            if (!(best_i >= 0 && std::isnan(best))) {
+              best = v;
+              best_i = i;
+            }
+          }
+        }
+      }
+    }
+    if (floating) store_double(out->mutable_data_ptr(), out->scalar_type(), flat, best);
+    else store_int(out->mutable_data_ptr(), out->scalar_type(), flat, static_cast<int64_t>(best));
+    store_int(indices->mutable_data_ptr(), indices->scalar_type(), flat, best_i);
+  });
+}
+
+}  // namespace etkit::portable
