@@ -17,6 +17,7 @@ from .backend.lowering import to_backend as _to_backend_one
 from .backend.partitioner import PartitionReport, Partitioner
 from .dialects.edge import EdgeCompileConfig, check_edge_graph, scalars_to_tensors, to_edge_graph
 from .passes.decompose_nodes import decompose_nodes
+from .passes.fake_values import propagate_fake_values
 
 ProgramsArg = Union[ExportedProgram, dict]
 
@@ -41,6 +42,7 @@ def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileC
     if refused:
         decompose_nodes(ep.graph_module, refused, torch.export.default_decompositions())
     to_edge_graph(ep.graph_module)
+    propagate_fake_values(ep.graph_module)
     scalars_to_tensors(ep)
     if config._check_ir_validity:
         check_edge_graph(ep.graph_module)

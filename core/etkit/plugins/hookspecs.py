@@ -48,3 +48,21 @@ def etkit_memory_planning_requirements(register: Callable[[str, int], None]) -> 
     Call ``register(reason, alignment_bytes)``; the memory planner aligns every planned tensor to the
     largest alignment registered (power of two, in bytes). Every implementation is called.
     """
+
+
+# --- testing -----------------------------------------------------------------------------------------
+
+@hookspec(firstresult=True)
+def etkit_conformance_tolerance(backend_id: str, dtype: "torch.dtype"):  # noqa: F821
+    """Declare how far a backend's outputs may be from torch eager in the conformance suite.
+
+    The suite (``pytest --etkit-backend NAME``, :mod:`etkit.conformance`) compares every delegated
+    program with eager PyTorch using ``torch.testing.assert_close(atol=..., rtol=...)``. By default
+    ``atol = rtol = 1e-4`` for float32 outputs (``1e-2`` for float16/bfloat16, exact for integers);
+    a backend that computes with less precision (e.g. fp16 accumulation) says so here instead of
+    failing. First result wins: implementations return ``None`` for backends they do not own.
+
+    :param backend_id: the backend under test, e.g. ``"MyBackend"``.
+    :param dtype: the ``torch.dtype`` of the output being compared.
+    :returns: ``(atol, rtol)`` as floats, or ``None`` to keep the default.
+    """

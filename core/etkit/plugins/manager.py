@@ -103,18 +103,35 @@ class EtkitPluginManager:
                 self.load_errors[ep.name] = f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}"
                 continue
             try:
-                self.pm.register(plugin, name=ep.name)
-                self.pm.check_pending()
+                self._register_checked(plugin, ep.name)
             except pluggy.PluginValidationError as exc:
-                if self.pm.get_plugin(ep.name) is not None:
-                    self.pm.unregister(name=ep.name)
                 self.load_errors[ep.name] = f"{ep.value!r} breaks the etkit plugin contract: {exc}"
 
 
-    def add_plugin(self, plugin: object, name: str) -> None:
-        """Register an in-process plugin object (tests, notebooks); rebuilds the registries."""
+    def _register_checked(self, plugin: object, name: str) -> None:
+        """Register ``plugin`` and check its hooks; a plugin that fails is left unregistered.
+
+        Raises:
+            pluggy.PluginValidationError: a hook implementation whose name is not in :mod:`.hookspecs`
+                (e.g. ``etkit_register_backend`` without the ``s``) or whose arguments the spec lacks; the
+                message names the plugin and the hook, and suggests the closest hook name.
+        """
         self.pm.register(plugin, name=name)
-        self.pm.check_pending()
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            self.pm.unregister(name=name)
+            raise pluggy.PluginValidationError(exc.plugin, _explain_unknown_hooks(str(exc))) from None
+
+    def add_plugin(self, plugin: object, name: str) -> None:
+        """Register an in-process plugin object (tests, notebooks); rebuilds the registries.
+
+        Raises:
+            pluggy.PluginValidationError: the plugin implements a hook the contract does not define (the
+                plugin is not kept); see :meth:`_register_checked`.
+            ValueError: a plugin is already registered under ``name``.
+        """
+        self._register_checked(plugin, name)
         self._registry = None
 
     def remove_plugin(self, name: str) -> None:
@@ -139,6 +156,20 @@ class EtkitPluginManager:
         self.pm.hook.etkit_memory_planning_requirements(
             register=lambda reason, alignment: alignments.append(int(alignment)))
         return max(alignments)
+
+
+def _explain_unknown_hooks(message: str) -> str:
+    """pluggy's message, plus "did you mean" for each unknown hook name that is close to a real one."""
+    import difflib
+    import re
+
+    known = [n for n in dir(hookspecs) if n.startswith("etkit_")]
+    hints = []
+    for unknown in re.findall(r"unknown hook '([^']+)'", message):
+        close = difflib.get_close_matches(unknown, known, n=1)
+        if close:
+            hints.append(f"did you mean {close[0]!r} instead of {unknown!r}?")
+    return " ".join([message, *hints, "(the hooks are listed in etkit.plugins.hookspecs)"])
 
 
 _lock = threading.Lock()

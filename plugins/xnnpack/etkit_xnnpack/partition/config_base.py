@@ -123,6 +123,11 @@ class XnnpackOpConfig:
                 return f"dynamic shape {list(v.shape)} is not supported (export with static shapes)"
             if v.dim() > MAX_DIMS:
                 return f"{v.dim()}-D tensor; XNNPACK supports at most {MAX_DIMS} dims"
+        # The delegate takes contiguous or 4-D channels-last tensors at its boundary (xnnpack_backend.cpp).
+        for v in list(outs) + [v for n in node.all_input_nodes for v in tensor_vals(n)]:
+            if not _dim_order_supported(v):
+                return (f"a tensor with strides {list(v.stride())} is neither contiguous nor channels-last; "
+                        f"XNNPACK takes only those dim orders")
         return None
 
     def check_float_dtypes(self, vals) -> Optional[str]:
@@ -140,6 +145,12 @@ class XnnpackOpConfig:
     def check_constraints(self, node: torch.fx.Node, ep: ExportedProgram) -> Optional[str]:
         """Op-specific checks; return a reason string to reject."""
         return None
+
+
+def _dim_order_supported(v: torch.Tensor) -> bool:
+    if v.numel() <= 1 or v.is_contiguous():
+        return True
+    return v.dim() == 4 and v.is_contiguous(memory_format=torch.channels_last)
 
 
 def arg(node: torch.fx.Node, index: int, name: str, default=None):

@@ -1,0 +1,188 @@
+"""The conformance tests, collected by :mod:`etkit.conformance.pytest_plugin` for ``--etkit-backend``.
+
+Not meant to be run directly: the plugin adds this file to the session and parametrizes it with the
+backend under test.
+"""
+from __future__ import annotations
+
+import gc
+import importlib
+
+import pytest
+
+from etkit.conformance import cases as _cases
+from etkit.conformance import checks
+from etkit.conformance.pytest_plugin import BACKEND_KEY
+
+CASE_NAMES = [case.name for case in _cases.CASES]
+#: How many times the lifecycle test executes each loaded method.
+EXECUTIONS = 3
+
+
+@pytest.fixture(scope="session")
+def backend(request) -> checks.BackendUnderTest:
+    return request.config.stash[BACKEND_KEY]
+
+
+@pytest.fixture(scope="session")
+def _lowered_cache():
+    return {}
+
+
+@pytest.fixture
+def lowered(request, backend, _lowered_cache) -> checks.LoweredCase:
+    """The case of this test lowered to the backend (once per session; a lowering error fails every test
+    of the case)."""
+    name = request.node.callspec.params["case"]
+    if name not in _lowered_cache:
+        try:
+            _lowered_cache[name] = checks.lower_case(backend, _cases.CASES_BY_NAME[name])
+        except Exception as exc:  # noqa: BLE001 - reported as the failure of each test of this case
+            _lowered_cache[name] = exc
+    result = _lowered_cache[name]
+    if isinstance(result, Exception):
+        pytest.fail(f"lowering {name} to {backend.backend_id} failed: {type(result).__name__}: {result}",
+                    pytrace=False)
+    return result
+
+
+@pytest.fixture
+def runtime(backend):
+    """``etkit.runtime.Runtime``, or a skip with the reason when the backend cannot run here."""
+    availability = backend.spec.is_available()
+    if not availability:
+        pytest.skip(f"{backend.backend_id} is not available here: {availability.reason}")
+    from etkit.runtime import Runtime
+    return Runtime.get()
+
+
+def _require_delegated(backend, lowered):
+    if not lowered.delegated:
+        pytest.skip(f"not delegated: {lowered.not_delegated_reason(backend.backend_id)}")
+
+
+def _compare(backend, outputs, expected, what: str) -> None:
+    import torch
+
+    assert len(outputs) == len(expected), f"{what}: {len(outputs)} outputs, eager has {len(expected)}"
+    for i, (out, ref) in enumerate(zip(outputs, expected)):
+        atol, rtol = backend.tolerance(ref.dtype)
+        try:
+            torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+            continue
+        except AssertionError as exc:
+            message = f"{what}: output {i} differs from torch eager beyond atol={atol}, rtol={rtol}:\n{exc}"
+        pytest.fail(message, pytrace=False)
+
+
+def _run(what: str, fn, *args):
+    """``fn(*args)``; a runtime error fails the test with its message only (no runtime traceback)."""
+    from etkit.runtime import EtkitRuntimeError
+    try:
+        return fn(*args)
+    except EtkitRuntimeError as exc:
+        message = f"{what}: {exc}"
+    pytest.fail(message, pytrace=False)
+
+
+def _load_and_run(runtime, pte: bytes, tmp_path, inputs, what: str):
+    path = tmp_path / "program.pte"
+    path.write_bytes(pte)
+    method = _run(f"{what}: loading the program", lambda: runtime.load_program(path).load_method("forward"))
+    return _run(f"{what}: executing", method.execute, list(inputs))
+
+
+# ------------------------------------------------------------------------------------------------ programs
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_program_matches_eager(case, backend, lowered, runtime, tmp_path):
+    """A delegated program runs from its .pte and matches torch eager; otherwise: not delegated, why."""
+    _require_delegated(backend, lowered)
+    what = f"{case} on {backend.backend_id}"
+    outputs = _load_and_run(runtime, lowered.pte, tmp_path, lowered.inputs, what)
+    _compare(backend, outputs, lowered.eager_outputs, what)
+
+
+# ------------------------------------------------------------------------------------------------ contract
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_tags_only_on_supported_nodes(case, backend, lowered):
+    assert lowered.snapshots, f"the partitioner of {backend.backend_id} was never asked to partition"
+    problems = [p for s in lowered.snapshots for p in checks.check_tags(backend.backend_id, s)]
+    assert not problems, f"{backend.backend_id} partitioner ({case}):\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_preprocess_is_deterministic(case, backend, lowered):
+    _require_delegated(backend, lowered)
+    problems = checks.check_preprocess_deterministic(backend.spec, lowered.delegates)
+    assert not problems, f"{backend.backend_id} preprocess ({case}):\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_init_execute_destroy_lifecycle(case, backend, lowered, runtime, tmp_path):
+    """Two loaded methods (two inits per delegate) execute alternately and repeatedly with the same
+    results; after both are dropped (destroy) a fresh load runs again."""
+    _require_delegated(backend, lowered)
+    import torch
+
+    path = tmp_path / "program.pte"
+    path.write_bytes(lowered.pte)
+    other_inputs = [torch.flip(x, dims=[0]) if x.is_floating_point() else x for x in lowered.inputs]
+    inputs = list(lowered.inputs)
+    program = _run(f"{case}: loading", runtime.load_program, path)
+    first = _run(f"{case}: loading the method", program.load_method, "forward")
+    second = _run(f"{case}: loading the method a second time", program.load_method, "forward")
+    reference = _run(f"{case}: first execution", first.execute, inputs)
+    _compare(backend, reference, lowered.eager_outputs, f"{case}: first execution")
+    for i in range(EXECUTIONS):
+        # a different input through the other handle must not leak into `first`
+        _run(f"{case}: executing method 2", second.execute, other_inputs)
+        _compare(backend, _run(f"{case}: executing method 1", first.execute, inputs), reference,
+                 f"{case}: execution {i + 2} of method 1")
+    _compare(backend, _run(f"{case}: executing method 2", second.execute, inputs), reference, f"{case}: method 2")
+    del first, second, program
+    gc.collect()
+    again = _run(f"{case}: reloading after destroy", lambda: runtime.load_program(path).load_method("forward"))
+    _compare(backend, _run(f"{case}: executing after reload", again.execute, inputs), reference,
+             f"{case}: after destroy and reload")
+
+
+# ------------------------------------------------------------------------------------------------ registration
+
+def test_spec_names_loadable_classes(backend):
+    from etkit.backend import BackendDetails, Partitioner
+    from etkit.plugins import PLUGIN_API_VERSION, load_object
+
+    spec = backend.spec
+    details = spec.load_backend_details()
+    assert isinstance(details, type) and issubclass(details, BackendDetails), \
+        f"backend_details {spec.backend_details!r} is not a BackendDetails subclass"
+    for name, ref in spec.partitioners.items():
+        cls = load_object(ref)
+        assert isinstance(cls, type) and issubclass(cls, Partitioner), f"partitioner {name} ({ref}) is not a Partitioner"
+        instance = cls()
+        assert instance.delegation_spec is None or instance.delegation_spec.backend_id == spec.backend_id, \
+            f"partitioner {name} delegates to {instance.delegation_spec.backend_id!r}, not {spec.backend_id!r}"
+    assert spec.plugin_api.split(".")[0] == PLUGIN_API_VERSION.split(".")[0]
+
+
+def test_runtime_module_registers_the_backend(backend, runtime):
+    spec = backend.spec
+    assert spec.runtime_module, (f"{spec.backend_id} is available but declares no runtime_module, so the Python "
+                                 f"runtime cannot run its delegates")
+    assert spec.backend_id not in runtime.plugin_import_errors, runtime.plugin_import_errors.get(spec.backend_id)
+    importlib.import_module(spec.runtime_module)
+    registered = runtime.backend_registry.registered_backend_names
+    assert spec.backend_id in registered, (f"importing {spec.runtime_module} did not register {spec.backend_id} "
+                                           f"(registered: {registered})")
+    assert runtime.backend_registry.is_available(spec.backend_id), \
+        f"the C++ delegate of {spec.backend_id} says it is not available, but its plugin says it is"
+
+
+def test_register_function_is_exported(backend):
+    problems, skip = checks.check_register_function(backend.spec, backend.plugin)
+    if skip:
+        pytest.skip(skip)
+    assert not problems, "\n".join(problems)
+
