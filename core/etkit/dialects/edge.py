@@ -56,6 +56,18 @@ ASSERT_OPS = {
     aten._assert_async.msg,
 }
 
+#: Arithmetic on symbolic sizes (dynamic shapes), run by the runtime's prim ops under ExecuTorch's names
+#: (``executorch_prim::add.Scalar``, ...): ``{python operator: prim op name}``.
+SYM_OPS = {
+    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.floordiv: "floordiv",
+    operator.truediv: "truediv", operator.mod: "mod", operator.neg: "neg", operator.eq: "eq",
+    operator.gt: "gt", operator.lt: "lt", operator.ge: "ge", operator.le: "le", torch.sym_float: "sym_float",
+    torch.sym_max: "sym_max", torch.sym_min: "sym_min",
+}
+
+#: Ops reading a tensor's symbolic size; the runtime has kernels for them under these names.
+SYM_SIZE_OPS = {aten.sym_size.int: ("aten::sym_size", "int"), aten.sym_numel.default: ("aten::sym_numel", "")}
+
 #: Tensor dtypes a .pte can hold (``schema/scalar_type.fbs``).
 SUPPORTED_DTYPES = {
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
@@ -102,6 +114,10 @@ def to_edge_graph(gm: torch.fx.GraphModule) -> None:
         elif node.target in VIEW_TO_COPY:
             node.target = VIEW_TO_COPY[node.target]
             node.meta["val"] = _contiguous(node.meta.get("val"))
+    # size arithmetic that only fed the dropped asserts
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and not node.users and (node.target in SYM_OPS or node.target in SYM_SIZE_OPS):
+            graph.erase_node(node)
     graph.lint()
     gm.recompile()
 
@@ -163,6 +179,6 @@ def check_edge_graph(gm: torch.fx.GraphModule) -> None:
                 raise EdgeDialectError(
                     f"node {node.name} ({node.target}) produces dtype {val.dtype}, which a .pte cannot hold; "
                     f"supported: {sorted(str(d) for d in SUPPORTED_DTYPES)}")
-        if node.op == "call_function" and node.target is not operator.getitem and not isinstance(
-                node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+        if node.op == "call_function" and node.target is not operator.getitem and node.target not in SYM_OPS \
+                and not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
             raise EdgeDialectError(f"node {node.name} calls {node.target!r}, which is not an ATen operator")

@@ -21,6 +21,7 @@ def scalar_type(dtype: torch.dtype) -> int:
 
 
 def dim_order(t: torch.Tensor) -> list:
-    """Dimension order of a tensor's layout, outermost first (contiguous: ``[0, 1, ..., n-1]``)."""
-    strides = t.stride()
+    """Dimension order of a tensor's layout, outermost first (contiguous: ``[0, 1, ..., n-1]``).
+    Symbolic strides (dynamic shapes) are ordered by their example values."""
+    strides = [s if isinstance(s, int) else int(s.node.hint) for s in t.stride()]
     return sorted(range(t.dim()), key=lambda d: (-strides[d], d))

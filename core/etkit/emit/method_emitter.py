@@ -47,6 +47,7 @@ from etkit.fb.TensorList import TensorListT
 
 from ..backend.delegate import executorch_call_delegate
 from ..backend.utils import CONSTANT_KINDS, get_constant
+from ..dialects.edge import SYM_OPS, SYM_SIZE_OPS
 from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation
 from ..passes.out_variants import bind_arguments, kernel_name, out_variant
 from .dtypes import LAYOUT, MEMORY_FORMAT, dim_order, scalar_type
@@ -83,14 +84,32 @@ class ProgramData:
             self.named_data[key] = data
 
 
+def upper_bound(node: torch.fx.Node, size) -> int:
+    """``size`` itself, or a symbolic size's upper bound (``torch.export.Dim(max=...)``).
+
+    Raises:
+        EmitError: the size has no finite upper bound, so no memory can be planned for it.
+    """
+    if isinstance(size, int):
+        return size
+    bound = size.node.shape_env.bound_sympy(size.node.expr).upper
+    try:
+        value = int(bound)
+    except (TypeError, AttributeError, OverflowError):  # sympy's oo / torch's int_oo
+        value = None
+    if value is None or value >= 2 ** 62:
+        raise EmitError(f"node {node.name}: size {size} has no upper bound, so its memory cannot be planned; "
+                        f"export with torch.export.Dim(..., max=N)")
+    return value
+
+
 def _concrete_sizes(node: torch.fx.Node, t: torch.Tensor) -> list:
-    sizes = []
-    for s in t.shape:
-        if not isinstance(s, int):
-            raise EmitError(f"node {node.name}: dimension {s} is symbolic; dynamic shapes are not supported by "
-                            f"this version of etkit's emitter; export with static shapes")
-        sizes.append(int(s))
-    return sizes
+    """Sizes written in the program: the upper bound of every symbolic dimension."""
+    return [upper_bound(node, s) for s in t.shape]
+
+
+def _is_dynamic(t: torch.Tensor) -> bool:
+    return any(not isinstance(s, int) for s in t.shape)
 
 
 def _tensor_vals(node: torch.fx.Node) -> list:
@@ -124,14 +143,18 @@ class MethodEmitter:
         return len(self.values) - 1
 
     def _tensor_value(self, node, t: torch.Tensor, data_buffer_idx: int = 0) -> int:
+        # shapeDynamism 1 = DYNAMIC_BOUND: sizes are upper bounds; kernels resize within them
         tensor = TensorT(scalarType=scalar_type(t.dtype), storageOffset=0, sizes=_concrete_sizes(node, t),
                          dimOrder=dim_order(t), requiresGrad=False, dataBufferIdx=data_buffer_idx,
-                         allocationInfo=None, layout=0, shapeDynamism=0)
+                         allocationInfo=None, layout=0, shapeDynamism=1 if _is_dynamic(t) else 0)
         return self._add_value(KernelTypes.Tensor, tensor)
 
     def _planned_tensor(self, node, t: torch.Tensor, label: str, lifetime: tuple) -> int:
         index = self._tensor_value(node, t)
-        nbytes = t.numel() * t.element_size()
+        numel = 1
+        for size in _concrete_sizes(node, t):
+            numel *= size
+        nbytes = numel * t.element_size()
         self.allocations.append((TensorAllocation(label, nbytes, lifetime), index))
         return index
 
@@ -158,6 +181,17 @@ class MethodEmitter:
             return self._add_value(KernelTypes.Null, NullT())
         raise EmitError(f"cannot emit argument value {value!r} of type {type(value).__name__}")
 
+    def _symbolic_scalar(self, node, val) -> int:
+        """An Int/Double/Bool value computed at run time (a size, or arithmetic on sizes); written with its
+        example value, which the prim op overwrites."""
+        if isinstance(val, (bool, torch.SymBool)):
+            return self._add_value(KernelTypes.Bool, BoolT(boolVal=bool(val.node.hint if isinstance(val, torch.SymBool)
+                                                                           else val)))
+        if isinstance(val, (float, torch.SymFloat)):
+            return self._add_value(KernelTypes.Double, DoubleT(doubleVal=float(
+                val.node.hint if isinstance(val, torch.SymFloat) else val)))
+        return self._add_value(KernelTypes.Int, IntT(intVal=int(val.node.hint if isinstance(val, torch.SymInt) else val)))
+
     def _argument(self, node, arg, value) -> int:
         type_str = str(arg.type)
         if isinstance(value, torch.fx.Node):
@@ -166,6 +200,11 @@ class MethodEmitter:
             if type_str.startswith("Tensor?[]") or type_str.startswith("List[Optional[Tensor]]"):
                 items = [-1 if v is None else self._value_of(node, v) for v in value]
                 return self._add_value(KernelTypes.OptionalTensorList, OptionalTensorListT(items=items))
+            if any(isinstance(v, torch.fx.Node) for v in value) and ("int" in type_str.lower()):
+                # SymInt[] with symbolic entries: IntList items are indices of Int values (boxed)
+                items = [self._value_of(node, v) if isinstance(v, torch.fx.Node) else self._scalar(int(v))
+                         for v in value]
+                return self._add_value(KernelTypes.IntList, IntListT(items=items))
             if any(isinstance(v, torch.fx.Node) for v in value):
                 return self._add_value(KernelTypes.TensorList,
                                        TensorListT(items=[self._value_of(node, v) for v in value]))
@@ -257,6 +296,9 @@ class MethodEmitter:
             self.node_values[node] = source[node.args[1]]
             return
         vals = node.meta.get("val")
+        if isinstance(vals, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+            self.node_values[node] = self._symbolic_scalar(node, vals)
+            return
         is_tuple = isinstance(vals, (tuple, list))
         outs = []
         for i, t in enumerate(vals if is_tuple else [vals]):
@@ -312,6 +354,9 @@ class MethodEmitter:
             self._instruction(InstructionArguments.DelegateCall,
                               DelegateCallT(delegateIndex=len(self.delegates) - 1, args=args))
             return
+        if node.target in SYM_OPS or node.target in SYM_SIZE_OPS:
+            self._emit_sym_op(node)
+            return
         if not isinstance(node.target, torch._ops.OpOverload):
             raise EmitError(f"node {node.name} calls {node.target!r}, which is not an operator")
         try:
@@ -333,6 +378,21 @@ class MethodEmitter:
             returned = self._add_value(KernelTypes.TensorList, TensorListT(items=list(outs)))
         self._instruction(InstructionArguments.KernelCall,
                           KernelCallT(opIndex=self._operator_index(out_op), args=args + outs + [returned]))
+
+    def _emit_sym_op(self, node) -> None:
+        """Size arithmetic: ``executorch_prim::<op>.Scalar(a, b, out)`` / ``aten::sym_size.int(self, dim, out)``,
+        the boxed calls ExecuTorch's prim ops take (the result EValue is the last argument)."""
+        if node.target in SYM_SIZE_OPS:
+            name, overload = SYM_SIZE_OPS[node.target]
+        else:
+            name, overload = f"executorch_prim::{SYM_OPS[node.target]}", "Scalar"
+        args = [self._value_of(node, a) if isinstance(a, torch.fx.Node) else self._scalar(a) for a in node.args]
+        key = (name, overload)
+        if key not in self._operator_ids:
+            self.operators.append(OperatorT(name=name, overload=overload))
+            self._operator_ids[key] = len(self.operators) - 1
+        self._instruction(InstructionArguments.KernelCall,
+                          KernelCallT(opIndex=self._operator_ids[key], args=args + [self.node_values[node]]))
 
     def _instruction(self, kind: int, args) -> None:
         self.instructions.append(InstructionT(instrArgsType=kind, instrArgs=args))

@@ -7,14 +7,15 @@ eager strides, and memory planning, the emitted dim orders and partitioners' che
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 from torch._guards import detect_fake_mode
-from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 
 def propagate_fake_values(gm: torch.fx.GraphModule) -> None:
-    """Re-run every node on fake tensors (the graph's own fake mode and shape environment, so
-    symbolic sizes stay symbolic) and store the results in ``meta["val"]``. Placeholders keep theirs.
+    """Re-run every op node on fake tensors (the graph's own fake mode) and store the results in
+    ``meta["val"]``. Placeholders keep theirs; graphs with symbolic sizes are left as they are.
 
     Raises:
         RuntimeError: from the op when a rewritten node no longer accepts its inputs.
@@ -24,4 +25,17 @@ def propagate_fake_values(gm: torch.fx.GraphModule) -> None:
     mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
     if mode is None or any(v is None for v in values):
         return  # nothing to propagate from (a graph built by hand, without export metadata)
-    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*values)
+    if any(isinstance(v, torch.Tensor) and any(not isinstance(d, int) for d in v.shape) for v in values):
+        # Dynamic shapes: re-running the *_copy ops' meta functions would specialize the symbolic sizes
+        # (permute_copy guards on them). Such graphs keep export's strides; the portable kernels follow
+        # any dim order, and backends refuse dynamic nodes.
+        return
+    with mode:
+        for node in gm.graph.nodes:
+            if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+                continue  # getitem follows its producer below; size arithmetic keeps its symbols
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+            node.meta["val"] = node.target(*args, **kwargs)
+            for user in node.users:
+                if user.op == "call_function" and user.target is operator.getitem:
+                    user.meta["val"] = node.meta["val"][user.args[1]]

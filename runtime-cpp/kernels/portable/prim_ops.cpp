@@ -1,0 +1,120 @@
+// Arithmetic on sizes (dynamic shapes): ExecuTorch's prim ops, executorch_prim::<op>.Scalar(a, b, out)
+// and executorch_prim::neg/sym_float.Scalar(a, out). Operands are Int, Double or Bool EValues; the result
+// replaces the value in `out`. Int op Int stays Int (floordiv and mod round toward negative infinity,
+// as Python does); anything with a Double is computed in double; truediv is always Double.
+#include <cmath>
+
+#include "kernels.h"
+
+namespace etkit::portable {
+namespace {
+
+enum class Prim { Add, Sub, Mul, FloorDiv, TrueDiv, Mod, Eq, Gt, Lt, Ge, Le, Max, Min };
+
+bool number(KernelRuntimeContext& ctx, const char* name, const EValue& v, const char* arg, bool* is_int, int64_t* i,
+            double* d) {
+  if (v.is_int() || v.is_bool()) {
+    *is_int = true;
+    *i = v.is_int() ? v.to_int() : int64_t(v.to_bool());
+    *d = double(*i);
+    return true;
+  }
+  if (v.is_double()) {
+    *is_int = false;
+    *d = v.to_double();
+    return true;
+  }
+  return fail(ctx, Error::InvalidArgument, "%s: argument '%s' must be an int, float or bool, got %s", name, arg,
+              runtime::tag_name(v.tag()));
+}
+
+void binary(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, Prim op) {
+  if (!check_nargs(ctx, name, args, 3)) return;
+  bool ai, bi;
+  int64_t a, b;
+  double x, y;
+  if (!number(ctx, name, *args[0], "a", &ai, &a, &x) || !number(ctx, name, *args[1], "b", &bi, &b, &y)) return;
+  const bool ints = ai && bi;
+  EValue& out = *args[2];
+  switch (op) {
+    case Prim::Eq: out = EValue(ints ? a == b : x == y); return;
+    case Prim::Gt: out = EValue(ints ? a > b : x > y); return;
+    case Prim::Lt: out = EValue(ints ? a < b : x < y); return;
+    case Prim::Ge: out = EValue(ints ? a >= b : x >= y); return;
+    case Prim::Le: out = EValue(ints ? a <= b : x <= y); return;
+    case Prim::TrueDiv: out = EValue(x / y); return;
+    default: break;
+  }
+  if ((op == Prim::FloorDiv || op == Prim::Mod) && ((ints && b == 0) || (!ints && y == 0))) {
+    fail(ctx, Error::InvalidArgument, "%s: division by zero", name);
+    return;
+  }
+  if (ints) {
+    int64_t r = 0;
+    switch (op) {
+      case Prim::Add: r = a + b; break;
+      case Prim::Sub: r = a - b; break;
+      case Prim::Mul: r = a * b; break;
+      case Prim::FloorDiv: r = a / b - ((a % b != 0) && ((a < 0) != (b < 0))); break;
+      case Prim::Mod: r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; break;
+      case Prim::Max: r = a > b ? a : b; break;
+      case Prim::Min: r = a < b ? a : b; break;
+      default: break;
+    }
+    out = EValue(r);
+    return;
+  }
+  double r = 0;
+  switch (op) {
+    case Prim::Add: r = x + y; break;
+    case Prim::Sub: r = x - y; break;
+    case Prim::Mul: r = x * y; break;
+    case Prim::FloorDiv: r = std::floor(x / y); break;
+    case Prim::Mod: r = x - std::floor(x / y) * y; break;
+    case Prim::Max: r = std::fmax(x, y); break;
+    case Prim::Min: r = std::fmin(x, y); break;
+    default: break;
+  }
+  out = EValue(r);
+}
+
+}  // namespace
+
+#define ETKIT_PRIM_BINARY(fn, op, label) \
+  void fn(KernelRuntimeContext& ctx, Span<EValue*> args) { binary(ctx, "executorch_prim::" label ".Scalar", args, op); }
+ETKIT_PRIM_BINARY(prim_add_scalar, Prim::Add, "add")
+ETKIT_PRIM_BINARY(prim_sub_scalar, Prim::Sub, "sub")
+ETKIT_PRIM_BINARY(prim_mul_scalar, Prim::Mul, "mul")
+ETKIT_PRIM_BINARY(prim_floordiv_scalar, Prim::FloorDiv, "floordiv")
+ETKIT_PRIM_BINARY(prim_truediv_scalar, Prim::TrueDiv, "truediv")
+ETKIT_PRIM_BINARY(prim_mod_scalar, Prim::Mod, "mod")
+ETKIT_PRIM_BINARY(prim_eq_scalar, Prim::Eq, "eq")
+ETKIT_PRIM_BINARY(prim_gt_scalar, Prim::Gt, "gt")
+ETKIT_PRIM_BINARY(prim_lt_scalar, Prim::Lt, "lt")
+ETKIT_PRIM_BINARY(prim_ge_scalar, Prim::Ge, "ge")
+ETKIT_PRIM_BINARY(prim_le_scalar, Prim::Le, "le")
+ETKIT_PRIM_BINARY(prim_sym_max_scalar, Prim::Max, "sym_max")
+ETKIT_PRIM_BINARY(prim_sym_min_scalar, Prim::Min, "sym_min")
+#undef ETKIT_PRIM_BINARY
+
+// executorch_prim::neg.Scalar(a, out)
+void prim_neg_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "executorch_prim::neg.Scalar";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  bool is_int;
+  int64_t a;
+  double x;
+  if (number(ctx, name, *args[0], "a", &is_int, &a, &x)) *args[1] = is_int ? EValue(-a) : EValue(-x);
+}
+
+// executorch_prim::sym_float.Scalar(a, out)
+void prim_sym_float_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "executorch_prim::sym_float.Scalar";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  bool is_int;
+  int64_t a;
+  double x;
+  if (number(ctx, name, *args[0], "a", &is_int, &a, &x)) *args[1] = EValue(x);
+}
+
+}  // namespace etkit::portable
