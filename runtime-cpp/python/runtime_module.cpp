@@ -166,7 +166,24 @@ nb::list execute(MethodHolder& h, nb::list inputs) {
       sizes[i].assign(sz.begin(), sz.end());
       orders[i].resize(sz.size());
       strides[i].resize(sz.size());
-      for (size_t d = 0; d < sz.size(); ++d) orders[i][d] = static_cast<rt::DimOrderType>(d);
+      // Optional 4th element: the dim order of the bytes (e.g. [0, 2, 3, 1] for channels-last data);
+      // default: contiguous.
+      std::vector<int64_t> order;
+      if (t.size() > 3) order = nb::cast<std::vector<int64_t>>(t[3]);
+      if (!order.empty() && order.size() != sz.size()) {
+        PyErr_Format(PyExc_ValueError, "input %zu: dim order has %zu entries for rank %zu", i, order.size(), sz.size());
+        throw nb::python_error();
+      }
+      uint32_t seen = 0;
+      for (size_t d = 0; d < sz.size(); ++d) {
+        const int64_t o = order.empty() ? int64_t(d) : order[d];
+        if (o < 0 || o >= int64_t(sz.size()) || (seen & (1u << o))) {
+          PyErr_Format(PyExc_ValueError, "input %zu: dim order is not a permutation of 0..%zu", i, sz.size() - 1);
+          throw nb::python_error();
+        }
+        seen |= 1u << o;
+        orders[i][d] = static_cast<rt::DimOrderType>(o);
+      }
       tensors[i] = rt::Tensor(static_cast<rt::ScalarType>(st), sz.size(), sizes[i].data(),
                               const_cast<void*>(keep[i].data()), orders[i].data(), strides[i].data());
       if (keep[i].nbytes() < tensors[i].nbytes()) {

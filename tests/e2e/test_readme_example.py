@@ -17,16 +17,23 @@ def _blocks():
     return blocks
 
 
+def _block(marker: str) -> str:
+    """The README's python example containing ``marker``."""
+    found = [b for b in _blocks() if marker in b]
+    assert len(found) == 1, f"README.md should have exactly one python example containing {marker!r}"
+    return found[0]
+
+
 def test_readme_python_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    exec(compile(_blocks()[0], str(README), "exec"), {"__name__": "readme_example"})
+    exec(compile(_block("mobilenet_v2"), str(README), "exec"), {"__name__": "readme_example"})
     assert (tmp_path / "model.pte").read_bytes()[4:8] == b"ET12"
 
 
 def test_readme_quantization_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "readme_example"}
-    exec(compile(_blocks()[1], str(README), "exec"), scope)
+    exec(compile(_block("prepare_pt2e"), str(README), "exec"), scope)
     with torch.no_grad():
         reference = scope["quantized"](scope["x"])
     cosine = torch.nn.functional.cosine_similarity(scope["y"].flatten(), reference.flatten(), dim=0).item()
@@ -38,7 +45,14 @@ def test_readme_quantization_example_runs(tmp_path, monkeypatch):
 def test_readme_torchao_example_runs_on_qd8_int4(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "readme_example"}
-    exec(compile(_blocks()[2], str(README), "exec"), scope)  # asserts cosine > 0.999 itself
+    exec(compile(_block("quantize_("), str(README), "exec"), scope)  # asserts cosine > 0.999 itself
     payloads = [getattr(scope["edge"].exported_program().graph_module, n.target).processed_bytes
                 for n in scope["edge"].exported_program().graph.nodes if n.op == "get_attr"]
     assert len(payloads) == 1, "the example's linears should form one XNNPACK delegate"
+
+
+def test_readme_dynamic_shapes_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "readme_example"}
+    exec(compile(_block("dynamic_shapes="), str(README), "exec"), scope)  # compares with eager itself
+    assert scope["y"].shape == (3, 40, 32)

@@ -227,12 +227,15 @@ class Method:
                 raise ValueError(
                     f"method '{meta.name}' input {i} expects shape {kind}{list(info.sizes)}, got {list(shape)}"
                 )
-            t = value.detach().contiguous()
+            # The bytes go in the layout the program was exported with (info.dim_order: e.g. channels-last
+            # for a model exported with a channels_last input), whatever the layout of `value`.
+            order = tuple(info.dim_order)
+            t = value.detach().permute(order).contiguous() if order else value.detach().contiguous()
             if t.device.type != "cpu":
                 t = t.cpu()
             # Reinterpret as bytes so every dtype (bfloat16 included) passes through the buffer protocol.
             raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else t.new_empty(0, dtype=torch.uint8).numpy()
-            native_inputs.append((_scalar_type_of(t.dtype), list(shape), raw))
+            native_inputs.append((_scalar_type_of(t.dtype), list(shape), raw, list(order)))
         results = self._native.execute(native_inputs)
         outputs = []
         for r in results:

@@ -103,7 +103,7 @@ class XnnpackOpConfig:
 
     def check(self, node: torch.fx.Node, ep: ExportedProgram) -> Optional[Rejection]:
         """``None`` if ``node`` can be delegated, else why not."""
-        reason = self.check_common(node, ep) or self.check_constraints(node, ep)
+        reason = _check_dim_order(node) or self.check_common(node, ep) or self.check_constraints(node, ep)
         if reason:
             return Rejection(node.name, node_target_name(node), reason)
         return None
@@ -123,11 +123,6 @@ class XnnpackOpConfig:
                 return f"dynamic shape {list(v.shape)} is not supported (export with static shapes)"
             if v.dim() > MAX_DIMS:
                 return f"{v.dim()}-D tensor; XNNPACK supports at most {MAX_DIMS} dims"
-        # The delegate takes contiguous or 4-D channels-last tensors at its boundary (xnnpack_backend.cpp).
-        for v in list(outs) + [v for n in node.all_input_nodes for v in tensor_vals(n)]:
-            if not _dim_order_supported(v):
-                return (f"a tensor with strides {list(v.stride())} is neither contiguous nor channels-last; "
-                        f"XNNPACK takes only those dim orders")
         return None
 
     def check_float_dtypes(self, vals) -> Optional[str]:
@@ -147,10 +142,20 @@ class XnnpackOpConfig:
         return None
 
 
+def _check_dim_order(node: torch.fx.Node) -> Optional[str]:
+    """Every config's first check. preprocess lays every tensor out in its logical (contiguous) order,
+    converting to NHWC itself around convolutions; a program whose tensors are channels-last (a model
+    exported with a channels_last input) would hand the delegate another layout than it was built for."""
+    for v in tensor_vals(node) + [v for n in node.all_input_nodes for v in tensor_vals(n)]:
+        if not _dim_order_supported(v):
+            return (f"a tensor with strides {list(v.stride())} is not contiguous (dim order other than "
+                    f"0..n-1, e.g. channels-last); etkit's XNNPACK lowering takes contiguous tensors: "
+                    f"export with contiguous inputs")
+    return None
+
+
 def _dim_order_supported(v: torch.Tensor) -> bool:
-    if v.numel() <= 1 or v.is_contiguous():
-        return True
-    return v.dim() == 4 and v.is_contiguous(memory_format=torch.channels_last)
+    return v.numel() <= 1 or v.is_contiguous()
 
 
 def arg(node: torch.fx.Node, index: int, name: str, default=None):
