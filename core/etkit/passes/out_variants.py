@@ -42,6 +42,9 @@ def out_variant(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
     """
     if _out_args(op._schema):
         return op
+    if op.namespace == "quantized_decomposed":
+        from etkit.dialects.quantized import define_out_variants
+        define_out_variants()
     packet = op.overloadpacket
     for name in packet.overloads():
         candidate = getattr(packet, name)

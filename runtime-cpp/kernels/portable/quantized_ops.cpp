@@ -1,0 +1,286 @@
+// quantized_decomposed out variants (ExecuTorch's kernels/quantized names): quantize / dequantize per
+// tensor (scalar or 0-dim tensor parameters), per channel and per token. Arithmetic follows torch's
+// reference implementation (torch/ao/quantization/fx/_decomposed.py) step by step in the same
+// precision, so results are bit-identical: quantize = clamp(round(x * (1 / scale)) + zero_point)
+// (per token: round after adding the zero point), dequantize = (q - zero_point) * scale, in float32
+// (float64 when the scales are float64). Rounding is half-to-even, as torch.round.
+#include <cmath>
+
+#include "data_movement.h"
+#include "kernels.h"
+
+namespace etkit::portable {
+namespace {
+
+bool qrange(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, int64_t* qmin, int64_t* qmax) {
+  if (!int_arg(ctx, name, args, i, "quant_min", qmin) || !int_arg(ctx, name, args, i + 1, "quant_max", qmax)) return false;
+  if (*qmin > *qmax) return fail(ctx, Error::InvalidArgument, "%s: quant_min %lld > quant_max %lld", name,
+                                 (long long)*qmin, (long long)*qmax);
+  return true;
+}
+
+bool check_quantized_dtype(KernelRuntimeContext& ctx, const char* name, const Tensor& t, const char* arg) {
+  const ScalarType s = t.scalar_type();
+  if (s != ScalarType::Char && s != ScalarType::Byte && s != ScalarType::Short && s != ScalarType::Int &&
+      s != ScalarType::Long && s != ScalarType::Bits16 && s != ScalarType::UInt16) {
+    return fail(ctx, Error::InvalidArgument, "%s: %s has dtype %s; expected an integer quantized dtype", name, arg,
+                runtime::scalar_type_name(s));
+  }
+  return true;
+}
+
+/// Element i of `t` as float (its dtype converted as torch's .to(float32) does).
+inline float as_float(const Tensor& t, size_t i) { return static_cast<float>(load_double(t.const_data_ptr(), t.scalar_type(), i)); }
+
+double clampd(double v, int64_t lo, int64_t hi) { return v < lo ? double(lo) : v > hi ? double(hi) : v; }
+
+/// Per-tensor quantize with float32 arithmetic (inv_scale rounded to float32, like a Python scalar).
+void quantize_tensor_impl(KernelRuntimeContext& ctx, const char* name, const Tensor& in, float inv_scale, double zp,
+                          int64_t qmin, int64_t qmax, Tensor& out) {
+  if (!check_quantized_dtype(ctx, name, out, "out") || !resize_out(ctx, name, out, in.sizes().data(), in.dim())) return;
+  int64_t idx[kMaxDim] = {0};
+  const float zpf = static_cast<float>(zp);
+  for (size_t i = 0; i < in.numel(); ++i, next_index(idx, in.sizes().data(), in.dim())) {
+    const float v = std::nearbyint(as_float(in, offset_of(in, idx)) * inv_scale) + zpf;
+    store_int(out.mutable_data_ptr(), out.scalar_type(), offset_of(out, idx), static_cast<int64_t>(clampd(v, qmin, qmax)));
+  }
+}
+
+void dequantize_tensor_impl(KernelRuntimeContext& ctx, const char* name, const Tensor& in, float scale, float zp,
+                            Tensor& out) {
+  if (!check_quantized_dtype(ctx, name, in, "input") || !check_floating(ctx, name, out, "out") ||
+      !resize_out(ctx, name, out, in.sizes().data(), in.dim()))
+    return;
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < in.numel(); ++i, next_index(idx, in.sizes().data(), in.dim())) {
+    const float v = (as_float(in, offset_of(in, idx)) - zp) * scale;
+    store_double(out.mutable_data_ptr(), out.scalar_type(), offset_of(out, idx), v);
+  }
+}
+
+bool scalar_tensor_value(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg,
+                         double* out) {
+  Tensor* t = tensor_arg(ctx, name, args, i, arg);
+  if (!t) return false;
+  if (t->numel() != 1) return fail(ctx, Error::InvalidArgument, "%s: %s must have one element, has %zu", name, arg, t->numel());
+  *out = load_double(t->const_data_ptr(), t->scalar_type(), 0);
+  return true;
+}
+
+}  // namespace
+
+// quantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max,
+//                         ScalarType dtype, *, Tensor(a!) out)
+void q_quantize_per_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::quantize_per_tensor.out";
+  if (!check_nargs(ctx, name, args, 7)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  double scale;
+  int64_t zp, qmin, qmax;
+  if (!in || !scalar_arg(ctx, name, args, 1, "scale", &scale) || !int_arg(ctx, name, args, 2, "zero_point", &zp) ||
+      !qrange(ctx, name, args, 3, &qmin, &qmax) || !check_floating(ctx, name, *in, "input"))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
+  if (out) quantize_tensor_impl(ctx, name, *in, static_cast<float>(1.0 / scale), double(zp), qmin, qmax, *out);
+}
+
+// quantize_per_tensor.tensor_out(Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max,
+//                                ScalarType dtype, *, Tensor(a!) out)
+void q_quantize_per_tensor_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::quantize_per_tensor.tensor_out";
+  if (!check_nargs(ctx, name, args, 7)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  double scale, zp;
+  int64_t qmin, qmax;
+  if (!in || !scalar_tensor_value(ctx, name, args, 1, "scale", &scale) ||
+      !scalar_tensor_value(ctx, name, args, 2, "zero_point", &zp) || !qrange(ctx, name, args, 3, &qmin, &qmax) ||
+      !check_floating(ctx, name, *in, "input"))
+    return;
+  const bool f32 = args[1]->to_tensor().scalar_type() == ScalarType::Float;
+  const float inv = f32 ? 1.0f / static_cast<float>(scale) : static_cast<float>(1.0 / scale);
+  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
+  if (out) quantize_tensor_impl(ctx, name, *in, inv, zp, qmin, qmax, *out);
+}
+
+// dequantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max,
+//                           ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)
+void q_dequantize_per_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::dequantize_per_tensor.out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  double scale;
+  int64_t zp;
+  if (!in || !scalar_arg(ctx, name, args, 1, "scale", &scale) || !int_arg(ctx, name, args, 2, "zero_point", &zp)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
+  if (out) dequantize_tensor_impl(ctx, name, *in, static_cast<float>(scale), static_cast<float>(zp), *out);
+}
+
+// dequantize_per_tensor.tensor_out(Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max,
+//                                  ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)
+void q_dequantize_per_tensor_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::dequantize_per_tensor.tensor_out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  double scale, zp;
+  if (!in || !scalar_tensor_value(ctx, name, args, 1, "scale", &scale) ||
+      !scalar_tensor_value(ctx, name, args, 2, "zero_point", &zp))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
+  if (out) dequantize_tensor_impl(ctx, name, *in, static_cast<float>(scale), static_cast<float>(zp), *out);
+}
+
+namespace {
+/// Index along `axis` of each element, visited in row-major order, with the element's offsets.
+template <typename Fn>
+void for_each_along(const Tensor& in, const Tensor& out, size_t axis, Fn fn) {
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < in.numel(); ++i, next_index(idx, in.sizes().data(), in.dim()))
+    fn(static_cast<size_t>(in.dim() ? idx[axis] : 0), offset_of(in, idx), offset_of(out, idx));
+}
+
+bool per_channel_params(KernelRuntimeContext& ctx, const char* name, const Tensor& in, size_t axis, const Tensor& scales,
+                        const Tensor* zps) {
+  const size_t channels = in.dim() ? static_cast<size_t>(in.size(axis)) : 1;
+  if (scales.numel() != channels || (zps && zps->numel() != channels)) {
+    return fail(ctx, Error::InvalidArgument, "%s: %zu channels along axis %zu but %zu scales / %zu zero points", name,
+                channels, axis, scales.numel(), zps ? zps->numel() : channels);
+  }
+  return true;
+}
+}  // namespace
+
+// quantize_per_channel.out(Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min,
+//                          int quant_max, ScalarType dtype, *, Tensor(a!) out)
+void q_quantize_per_channel_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::quantize_per_channel.out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Tensor* scales = in ? tensor_arg(ctx, name, args, 1, "scales") : nullptr;
+  Tensor* zps = scales ? tensor_arg(ctx, name, args, 2, "zero_points") : nullptr;
+  int64_t axis_arg, qmin, qmax;
+  size_t axis;
+  if (!zps || !int_arg(ctx, name, args, 3, "axis", &axis_arg) || !qrange(ctx, name, args, 4, &qmin, &qmax) ||
+      !normalize_dim(ctx, name, axis_arg, in->dim(), &axis) || !per_channel_params(ctx, name, *in, axis, *scales, zps) ||
+      !check_floating(ctx, name, *in, "input"))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
+  if (!out || !check_quantized_dtype(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()))
+    return;
+  const bool dbl = scales->scalar_type() == ScalarType::Double;
+  for_each_along(*in, *out, axis, [&](size_t c, size_t io, size_t oo) {
+    const double zp = load_double(zps->const_data_ptr(), zps->scalar_type(), c);
+    double v;
+    if (dbl) {
+      v = std::nearbyint(load_double(in->const_data_ptr(), in->scalar_type(), io) *
+                         (1.0 / load_double(scales->const_data_ptr(), ScalarType::Double, c))) + zp;
+    } else {
+      const float inv = 1.0f / as_float(*scales, c);
+      v = std::nearbyint(as_float(*in, io) * inv) + static_cast<float>(zp);
+    }
+    store_int(out->mutable_data_ptr(), out->scalar_type(), oo, static_cast<int64_t>(clampd(v, qmin, qmax)));
+  });
+}
+
+// dequantize_per_channel.out(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min,
+//                            int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)
+void q_dequantize_per_channel_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::dequantize_per_channel.out";
+  if (!check_nargs(ctx, name, args, 9)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Tensor* scales = in ? tensor_arg(ctx, name, args, 1, "scales") : nullptr;
+  Tensor* zps = nullptr;
+  int64_t axis_arg;
+  size_t axis;
+  if (!scales || !optional_tensor_arg(ctx, name, args, 2, "zero_points", &zps) ||
+      !int_arg(ctx, name, args, 3, "axis", &axis_arg) || !normalize_dim(ctx, name, axis_arg, in->dim(), &axis) ||
+      !per_channel_params(ctx, name, *in, axis, *scales, zps) || !check_quantized_dtype(ctx, name, *in, "input"))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 8, "out");
+  if (!out || !check_floating(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()))
+    return;
+  const bool dbl = scales->scalar_type() == ScalarType::Double;
+  for_each_along(*in, *out, axis, [&](size_t c, size_t io, size_t oo) {
+    const int64_t q = load_int(in->const_data_ptr(), in->scalar_type(), io);
+    const int64_t zp = zps ? load_int(zps->const_data_ptr(), zps->scalar_type(), c) : 0;
+    const double v = dbl ? double(q - zp) * load_double(scales->const_data_ptr(), ScalarType::Double, c)
+                         : double(static_cast<float>(q - zp) * as_float(*scales, c));
+    store_double(out->mutable_data_ptr(), out->scalar_type(), oo, v);
+  });
+}
+
+namespace {
+/// scales/zero points hold one value per token (every index but the last dim), e.g. shape [..., 1].
+bool per_token_params(KernelRuntimeContext& ctx, const char* name, const Tensor& in, const Tensor& scales,
+                      const Tensor& zps, size_t* tokens) {
+  const size_t last = in.dim() ? static_cast<size_t>(in.size(in.dim() - 1)) : 1;
+  *tokens = last ? in.numel() / last : 0;
+  if (scales.numel() != *tokens || zps.numel() != *tokens || !in.is_contiguous_dim_order()) {
+    return fail(ctx, Error::InvalidArgument, "%s: %zu tokens (contiguous input) but %zu scales / %zu zero points",
+                name, *tokens, scales.numel(), zps.numel());
+  }
+  return true;
+}
+}  // namespace
+
+// quantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min, int quant_max,
+//                        ScalarType dtype, *, Tensor(a!) out)
+void q_quantize_per_token_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::quantize_per_token.out";
+  if (!check_nargs(ctx, name, args, 7)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Tensor* scales = in ? tensor_arg(ctx, name, args, 1, "scales") : nullptr;
+  Tensor* zps = scales ? tensor_arg(ctx, name, args, 2, "zero_points") : nullptr;
+  int64_t qmin, qmax;
+  size_t tokens;
+  if (!zps || !qrange(ctx, name, args, 3, &qmin, &qmax) || !check_floating(ctx, name, *in, "input") ||
+      !per_token_params(ctx, name, *in, *scales, *zps, &tokens))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
+  if (!out || !check_quantized_dtype(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()) ||
+      !out->is_contiguous_dim_order())
+    return;
+  const size_t last = tokens ? in->numel() / tokens : 0;
+  const bool dbl = scales->scalar_type() == ScalarType::Double;
+  for (size_t t = 0; t < tokens; ++t) {
+    const double zp = load_double(zps->const_data_ptr(), zps->scalar_type(), t);
+    const float inv_f = 1.0f / as_float(*scales, t);
+    const double inv_d = 1.0 / load_double(scales->const_data_ptr(), scales->scalar_type(), t);
+    for (size_t j = 0; j < last; ++j) {
+      const size_t i = t * last + j;
+      double v = dbl ? std::nearbyint(load_double(in->const_data_ptr(), in->scalar_type(), i) * inv_d + zp)
+                     : std::nearbyint(as_float(*in, i) * inv_f + static_cast<float>(zp));
+      store_int(out->mutable_data_ptr(), out->scalar_type(), i, static_cast<int64_t>(clampd(v, qmin, qmax)));
+    }
+  }
+}
+
+// dequantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min, int quant_max,
+//                          ScalarType dtype, ScalarType output_dtype, *, Tensor(a!) out)
+void q_dequantize_per_token_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::dequantize_per_token.out";
+  if (!check_nargs(ctx, name, args, 8)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  Tensor* scales = in ? tensor_arg(ctx, name, args, 1, "scales") : nullptr;
+  Tensor* zps = scales ? tensor_arg(ctx, name, args, 2, "zero_points") : nullptr;
+  size_t tokens;
+  if (!zps || !check_quantized_dtype(ctx, name, *in, "input") || !per_token_params(ctx, name, *in, *scales, *zps, &tokens))
+    return;
+  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
+  if (!out || !check_floating(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()) ||
+      !out->is_contiguous_dim_order())
+    return;
+  const size_t last = tokens ? in->numel() / tokens : 0;
+  const bool dbl = scales->scalar_type() == ScalarType::Double;
+  for (size_t t = 0; t < tokens; ++t) {
+    const int64_t zp = load_int(zps->const_data_ptr(), zps->scalar_type(), t);
+    for (size_t j = 0; j < last; ++j) {
+      const size_t i = t * last + j;
+      const int64_t q = load_int(in->const_data_ptr(), in->scalar_type(), i) - zp;
+      const double v = dbl ? double(q) * load_double(scales->const_data_ptr(), ScalarType::Double, t)
+                           : double(static_cast<float>(q) * as_float(*scales, t));
+      store_double(out->mutable_data_ptr(), out->scalar_type(), i, v);
+    }
+  }
+}
+
+}  // namespace etkit::portable
