@@ -9,7 +9,9 @@ SCALAR_TYPE: dict = {
 DTYPE: dict = {v: k for k, v in SCALAR_TYPE.items()}
 
 #: ExecuTorch's encodings of ``torch.memory_format`` and ``torch.layout`` arguments (exir/tensor.py).
-MEMORY_FORMAT = {torch.contiguous_format: 0, torch.preserve_format: 1}
+# c10::MemoryFormat's values; the out tensor's dim_order already says the layout, kernels follow it.
+MEMORY_FORMAT = {torch.contiguous_format: 0, torch.preserve_format: 1, torch.channels_last: 2,
+                 torch.channels_last_3d: 3}
 LAYOUT = {torch.strided: 0, torch.sparse_coo: 1}
 
 

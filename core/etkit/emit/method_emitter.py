@@ -276,8 +276,9 @@ class MethodEmitter:
             if node.op == "call_function":
                 self._emit_call(node)
             elif node.op == "output":
-                outputs = [self._value_of(node, a) for a in pytree.tree_leaves(node.args[0])
-                           if isinstance(a, torch.fx.Node)]
+                # an output export folded to a constant (an int, a bool) is a constant value of the plan
+                outputs = [self._value_of(node, a) if isinstance(a, torch.fx.Node) else self._scalar(a)
+                           for a in pytree.tree_leaves(node.args[0])]
         return ExecutionPlanT(
             name=self.name,
             containerMetaType=ContainerMetadataT(
@@ -366,6 +367,14 @@ class MethodEmitter:
         args = [self._argument(node, arg, value) for arg, value in bind_arguments(node.target, out_op, node)]
         out_args = [a for a in out_op._schema.arguments if a.is_out]
         outs = self._out_indices(node)
+        if len(out_args) == 1 and isinstance(out_args[0].type, torch.ListType):
+            # one `Tensor(a!)[] out` (split_with_sizes_copy, unbind_copy, ...): a TensorList of the outputs;
+            # such ops return () so nothing follows it
+            listed = self._add_value(KernelTypes.TensorList, TensorListT(items=list(outs)))
+            returns = [listed] if out_op._schema.returns else []
+            self._instruction(InstructionArguments.KernelCall,
+                              KernelCallT(opIndex=self._operator_index(out_op), args=args + [listed] + returns))
+            return
         if len(out_args) != len(outs):
             raise EmitError(f"node {node.name}: {out_op} has {len(out_args)} out arguments but the node "
                             f"produces {len(outs)} tensors")

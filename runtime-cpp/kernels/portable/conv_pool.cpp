@@ -88,6 +88,101 @@ void conv2d_f32_planes(const float* in, const float* w, const float* bias, int64
 }
 }  // namespace
 
+namespace {
+/// Any convolution the 2-D paths below do not take: 3-D, transposed (1-3 spatial dims) and integer
+/// ones, for every dtype, accumulating in double (exact for integers below 2^53). Shapes follow torch: weight [OC, IC/g, k...] (transposed:
+/// [IC, OC/g, k...]); a transposed output has (in - 1) * s - 2 * p + d * (k - 1) + output_padding + 1
+/// positions per spatial dim, each the sum of the inputs and kernel taps that land on it.
+void convolution_generic(KernelRuntimeContext& ctx, const char* name, const Tensor& in, const Tensor& w,
+                         const Tensor* bias, Span<const int64_t> stride_l, Span<const int64_t> pad_l,
+                         Span<const int64_t> dil_l, Span<const int64_t> outpad_l, bool transposed, int64_t groups,
+                         Tensor& out) {
+  const size_t ns = in.dim() - 2;
+  int64_t s[3], p[3], d[3], op[3] = {0, 0, 0};
+  if (!spatial_param(ctx, name, stride_l, ns, 1, "stride", s) || !spatial_param(ctx, name, pad_l, ns, 0, "padding", p) ||
+      !spatial_param(ctx, name, dil_l, ns, 1, "dilation", d) ||
+      (transposed && !spatial_param(ctx, name, outpad_l, ns, 0, "output_padding", op)))
+    return;
+  const int64_t N = in.size(0), C = in.size(1);
+  const int64_t OC = transposed ? w.size(1) * groups : w.size(0);
+  const int64_t wic = transposed ? w.size(0) : w.size(1) * groups;  // input channels the weight expects
+  if (groups <= 0 || C % groups != 0 || OC % groups != 0 || wic != C) {
+    fail(ctx, Error::InvalidArgument, "%s: input channels %lld, weight shape and groups %lld disagree", name,
+         (long long)C, (long long)groups);
+    return;
+  }
+  if (bias != nullptr && int64_t(bias->numel()) != OC) {
+    fail(ctx, Error::InvalidArgument, "%s: bias has %zu elements for %lld output channels", name, bias->numel(),
+         (long long)OC);
+    return;
+  }
+  SizesType osz[5] = {SizesType(N), SizesType(OC), 1, 1, 1};
+  int64_t isz[3], ksz[3], o_sp[3];
+  for (size_t k = 0; k < ns; ++k) {
+    isz[k] = in.size(2 + k);
+    ksz[k] = w.size(2 + k);
+    o_sp[k] = transposed ? (isz[k] - 1) * s[k] - 2 * p[k] + d[k] * (ksz[k] - 1) + op[k] + 1
+                         : (isz[k] + 2 * p[k] - d[k] * (ksz[k] - 1) - 1) / s[k] + 1;
+    if (o_sp[k] <= 0) {
+      fail(ctx, Error::InvalidArgument, "%s: kernel is larger than the padded input in spatial dim %zu", name, k);
+      return;
+    }
+    osz[2 + k] = SizesType(o_sp[k]);
+  }
+  if (!resize_out(ctx, name, out, osz, in.dim())) return;
+  const int64_t icg = C / groups, ocg = OC / groups;
+  // out = bias, then accumulate: each (input position, tap) pair contributes to one output position
+  int64_t oidx[5] = {0};
+  for (size_t i = 0; i < out.numel(); ++i, next_index(oidx, out.sizes().data(), out.dim())) {
+    const double b = bias ? load_double(bias->const_data_ptr(), bias->scalar_type(), size_t(oidx[1] * bias->stride(0))) : 0.0;
+    store_double(out.mutable_data_ptr(), out.scalar_type(), offset_of(out, oidx), b);
+  }
+  int64_t iidx[5] = {0};
+  for (size_t i = 0; i < in.numel(); ++i, next_index(iidx, in.sizes().data(), in.dim())) {
+    const double x = load_double(in.const_data_ptr(), in.scalar_type(), offset_of(in, iidx));
+    const int64_t n = iidx[0], c = iidx[1], g = c / icg;
+    int64_t kidx[3] = {0, 0, 0};
+    size_t taps = 1;
+    for (size_t k = 0; k < ns; ++k) taps *= size_t(ksz[k]);
+    for (size_t t = 0; t < taps; ++t) {
+      // output spatial position of this (input position, tap); skip taps that land outside
+      int64_t opos[3];
+      bool inside = true;
+      for (size_t k = 0; k < ns && inside; ++k) {
+        if (transposed) {
+          opos[k] = iidx[2 + k] * s[k] - p[k] + kidx[k] * d[k];
+        } else {  // input position = o * s - p + tap * d  ->  o = (input + p - tap * d) / s, if exact
+          const int64_t num = iidx[2 + k] + p[k] - kidx[k] * d[k];
+          inside = num >= 0 && num % s[k] == 0;
+          opos[k] = inside ? num / s[k] : 0;
+        }
+        inside = inside && opos[k] >= 0 && opos[k] < o_sp[k];
+      }
+      if (inside) {
+        for (int64_t j = 0; j < ocg; ++j) {
+          const int64_t oc = g * ocg + j;
+          int64_t widx[5], oi[5] = {n, oc, 0, 0, 0};
+          widx[0] = transposed ? c : oc;
+          widx[1] = transposed ? j : c - g * icg;
+          for (size_t k = 0; k < ns; ++k) {
+            widx[2 + k] = kidx[k];
+            oi[2 + k] = opos[k];
+          }
+          const size_t oo = offset_of(out, oi);
+          const double wv = load_double(w.const_data_ptr(), w.scalar_type(), offset_of(w, widx));
+          store_double(out.mutable_data_ptr(), out.scalar_type(), oo,
+                       load_double(out.const_data_ptr(), out.scalar_type(), oo) + x * wv);
+        }
+      }
+      for (size_t k = ns; k-- > 0;) {
+        if (++kidx[k] < ksz[k]) break;
+        kidx[k] = 0;
+      }
+    }
+  }
+}
+}  // namespace
+
 // convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
 //                 SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, *, Tensor(a!) out)
 void convolution_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
@@ -105,14 +200,14 @@ void convolution_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
       !int_list_arg(ctx, name, args, 7, "output_padding", &outpad_l) || !int_arg(ctx, name, args, 8, "groups", &groups))
     return;
   Tensor* out = tensor_arg(ctx, name, args, 9, "out");
-  if (!out || !check_floating(ctx, name, *in, "input")) return;
-  if (transposed) {
-    fail(ctx, Error::NotSupported, "%s: transposed convolution is not implemented in the portable kernels", name);
+  if (!out || !check_dtype(ctx, name, *in, "input")) return;
+  if (in->dim() < 3 || in->dim() > 5 || w->dim() != in->dim()) {
+    fail(ctx, Error::NotSupported, "%s: 1-D, 2-D and 3-D convolutions are supported (input %zu-D, weight %zu-D)",
+         name, in->dim(), w->dim());
     return;
   }
-  if ((in->dim() != 3 && in->dim() != 4) || w->dim() != in->dim()) {
-    fail(ctx, Error::NotSupported, "%s: only 1-D and 2-D convolution are supported (input %zu-D, weight %zu-D)", name,
-         in->dim(), w->dim());
+  if (transposed || in->dim() == 5 || !is_floating(in->scalar_type())) {
+    convolution_generic(ctx, name, *in, *w, bias, stride_l, pad_l, dil_l, outpad_l, transposed, groups, *out);
     return;
   }
   const bool is1d = in->dim() == 3;

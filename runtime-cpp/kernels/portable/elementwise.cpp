@@ -2,6 +2,7 @@
 // Scalar overloads), unary math and activations, where, clamp. Semantics follow PyTorch's eager ops;
 // computation is done in double for floating outputs and int64 for integral outputs, then stored in
 // the output dtype (results agree with eager float32 to within rounding).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -481,7 +482,7 @@ double d_floor(double x) { return std::floor(x); }
 double d_round(double x) { return std::nearbyint(x); }  // half to even, like torch.round
 double d_trunc(double x) { return std::trunc(x); }
 int64_t i_identity(int64_t x) { return x; }
-double d_sign(double x) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); }
+double d_sign(double x) { return double((x > 0) - (x < 0)); }  // sign(nan) = 0, as torch.sign
 int64_t i_sign(int64_t x) { return (x > 0) - (x < 0); }
 double d_logical_not(double x) { return x == 0; }
 int64_t i_logical_not(int64_t x) { return x == 0; }
@@ -652,9 +653,16 @@ void clamp_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   if (!broadcast_shape(ctx, name, t1, *h, s2, &d2) || !resize_out(ctx, name, *out, s2, d2)) return;
   const Tensor* ins[3] = {a, l, h};
   for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
+    // min(max(x, lo), hi) with NaN from x or from either bound propagated, as torch.clamp
     double v = load_double(a->const_data_ptr(), a->scalar_type(), in[0]);
-    if (lo) v = std::fmax(v, load_double(lo->const_data_ptr(), lo->scalar_type(), in[1]));
-    if (hi) v = std::fmin(v, load_double(hi->const_data_ptr(), hi->scalar_type(), in[2]));
+    if (lo) {
+      const double l = load_double(lo->const_data_ptr(), lo->scalar_type(), in[1]);
+      v = (std::isnan(v) || std::isnan(l)) ? NAN : std::max(v, l);
+    }
+    if (hi) {
+      const double h = load_double(hi->const_data_ptr(), hi->scalar_type(), in[2]);
+      v = (std::isnan(v) || std::isnan(h)) ? NAN : std::min(v, h);
+    }
     store_double(out->mutable_data_ptr(), out->scalar_type(), o, v);
   });
 }

@@ -157,7 +157,7 @@ void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args
   PoolGeometry g;
   size_t planes;
   bool ceil_mode, include_pad;
-  if (!self || !check_floating(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
+  if (!self || !check_dtype(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
       !int_list_n(ctx, name, args, 1, "kernel_size", n, nullptr, 1, g.k) ||
       !int_list_n(ctx, name, args, 2, "stride", n, g.k, 1, g.s) ||
       !int_list_n(ctx, name, args, 3, "padding", n, nullptr, 0, g.p) ||
@@ -188,7 +188,7 @@ void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args
       hi[d] = std::min(end, g.in[d]);
       valid *= std::max<int64_t>(hi[d] - lo[d], 0);
     }
-    double sum = 0;
+    double sum = 0;  // integer inputs: exact below 2^53, divided as integers (truncating), as torch does
     if (valid > 0) {
       int64_t w[3] = {lo[0], lo[1], lo[2]};
       while (true) {
@@ -203,8 +203,9 @@ void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args
         if (d == static_cast<size_t>(-1)) break;
       }
     }
-    const double div = divisor != 0 ? double(divisor) : include_pad ? double(window) : double(valid);
-    store_double(out->mutable_data_ptr(), out->scalar_type(), flat, sum / div);
+    const int64_t div = divisor != 0 ? divisor : include_pad ? window : valid;
+    if (is_floating(out->scalar_type())) store_double(out->mutable_data_ptr(), out->scalar_type(), flat, sum / double(div));
+    else store_int(out->mutable_data_ptr(), out->scalar_type(), flat, static_cast<int64_t>(sum) / div);
   });
 }
 

@@ -614,8 +614,9 @@ void gather_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   Tensor* index = any_tensor(ctx, name, args, 2, "index");
   Tensor* out = index ? any_tensor(ctx, name, args, 4, "out") : nullptr;
   size_t d;
-  if (!out || !check_index_dtype(ctx, name, *index, "index") || !normalize_dim(ctx, name, dim, a->dim(), &d) ||
-      !resize_out(ctx, name, *out, index->sizes().data(), index->dim()))
+  // an empty index of any dtype selects nothing (torch does not check its dtype either)
+  if (!out || (index->numel() != 0 && !check_index_dtype(ctx, name, *index, "index")) ||
+      !normalize_dim(ctx, name, dim, a->dim(), &d) || !resize_out(ctx, name, *out, index->sizes().data(), index->dim()))
     return;
   int64_t idx[kMaxDim] = {0};
   for (size_t i = 0; i < out->numel(); ++i) {
