@@ -107,14 +107,12 @@ def tolerance(op_name: str, dtype: torch.dtype) -> tuple:
 #: run fails, and the entry must be removed from here.
 KNOWN_GAPS: dict = {
     # emitter / lowering (core/etkit), not kernels
-    "aten._local_scalar_dense.default": (
-        "a scalar-valued op (Tensor.item()) as a program output: to_executorch fails (TypeError: "
-        "int()/float() of None); for bool, to_edge refuses the sym_ite node export adds"),
+    ("aten._local_scalar_dense.default", "bool"): (
+        "Tensor.item() of a bool tensor: export adds a sym_ite node (an if-then-else on symbolic bools) "
+        "that the Edge dialect has no prim op for"),
     "aten._native_batch_norm_legit.default": (
         "training-mode batch norm updates running_mean/running_var in place: the emitter refuses a "
         "program that mutates its inputs (USER_INPUT_MUTATION)"),
-    "aten.nonzero.default": (
-        "data-dependent output size (unbacked SymInt): to_executorch fails with TypeError int() of None"),
     # kernels: missing capability
     # kernels: wrong numbers
     **{("aten._adaptive_avg_pool3d.default", d): "accumulates in the input's precision; eager accumulates in float"

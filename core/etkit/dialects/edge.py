@@ -65,8 +65,11 @@ SYM_OPS = {
     torch.sym_max: "sym_max", torch.sym_min: "sym_min",
 }
 
-#: Ops reading a tensor's symbolic size; the runtime has kernels for them under these names.
-SYM_SIZE_OPS = {aten.sym_size.int: ("aten::sym_size", "int"), aten.sym_numel.default: ("aten::sym_numel", "")}
+#: Ops producing a scalar from a tensor (its symbolic size, its value); the runtime has kernels for
+#: them under these names (ExecuTorch's prim ops).
+SYM_SIZE_OPS = {aten.sym_size.int: ("aten::sym_size", "int"), aten.sym_numel.default: ("aten::sym_numel", ""),
+                # Tensor.item(): a 1-element tensor's value as an Int/Double/Bool
+                aten._local_scalar_dense.default: ("aten::_local_scalar_dense", "")}
 
 #: Tensor dtypes a .pte can hold (``schema/scalar_type.fbs``).
 SUPPORTED_DTYPES = {

@@ -22,8 +22,18 @@ def scalar_type(dtype: torch.dtype) -> int:
         raise ValueError(f"dtype {dtype} cannot be stored in a .pte") from None
 
 
+def _example_value(s) -> int:
+    """A symbolic size's example value; for a data-dependent one (no example) its upper bound."""
+    if s.node.hint is not None:
+        return int(s.node.hint)
+    try:
+        return int(s.node.shape_env.bound_sympy(s.node.expr).upper)
+    except (TypeError, AttributeError, OverflowError):
+        return 2 ** 31  # unbounded: it only orders strides here
+
+
 def dim_order(t: torch.Tensor) -> list:
     """Dimension order of a tensor's layout, outermost first (contiguous: ``[0, 1, ..., n-1]``).
     Symbolic strides (dynamic shapes) are ordered by their example values."""
-    strides = [s if isinstance(s, int) else int(s.node.hint) for s in t.stride()]
+    strides = [s if isinstance(s, int) else _example_value(s) for s in t.stride()]
     return sorted(range(t.dim()), key=lambda d: (-strides[d], d))

@@ -183,14 +183,14 @@ class MethodEmitter:
 
     def _symbolic_scalar(self, node, val) -> int:
         """An Int/Double/Bool value computed at run time (a size, or arithmetic on sizes); written with its
-        example value, which the prim op overwrites."""
-        if isinstance(val, (bool, torch.SymBool)):
-            return self._add_value(KernelTypes.Bool, BoolT(boolVal=bool(val.node.hint if isinstance(val, torch.SymBool)
-                                                                           else val)))
-        if isinstance(val, (float, torch.SymFloat)):
-            return self._add_value(KernelTypes.Double, DoubleT(doubleVal=float(
-                val.node.hint if isinstance(val, torch.SymFloat) else val)))
-        return self._add_value(KernelTypes.Int, IntT(intVal=int(val.node.hint if isinstance(val, torch.SymInt) else val)))
+        example value (0 for a data-dependent one, which has none), which the op overwrites."""
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            val = val.node.hint if val.node.hint is not None else type(val.node.pytype())()
+        if isinstance(val, bool):
+            return self._add_value(KernelTypes.Bool, BoolT(boolVal=val))
+        if isinstance(val, float):
+            return self._add_value(KernelTypes.Double, DoubleT(doubleVal=val))
+        return self._add_value(KernelTypes.Int, IntT(intVal=int(val)))
 
     def _argument(self, node, arg, value) -> int:
         type_str = str(arg.type)

@@ -412,7 +412,10 @@ void nonzero_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   int64_t j[kMaxDim] = {0};
   for (size_t i = 0; i < self->numel(); ++i, next_index(j, self->sizes().data(), self->dim())) {
     if (load_double(self->const_data_ptr(), self->scalar_type(), offset_of(*self, j)) == 0) continue;
-    for (size_t d = 0; d < self->dim(); ++d) store_int(out->mutable_data_ptr(), out->scalar_type(), k * self->dim() + d, j[d]);
+    for (size_t d = 0; d < self->dim(); ++d) {
+      const size_t o = static_cast<size_t>(int64_t(k) * out->stride(0) + int64_t(d) * out->stride(1));
+      store_int(out->mutable_data_ptr(), out->scalar_type(), o, j[d]);
+    }
     ++k;
   }
 }

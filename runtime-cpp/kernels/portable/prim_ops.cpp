@@ -107,6 +107,23 @@ void prim_neg_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
   if (number(ctx, name, *args[0], "a", &is_int, &a, &x)) *args[1] = is_int ? EValue(-a) : EValue(-x);
 }
 
+// aten::_local_scalar_dense(Tensor self) -> Scalar: the value of a one-element tensor (Tensor.item()),
+// as an Int for integer dtypes, a Bool for bool, a Double for floating dtypes.
+void local_scalar_dense(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::_local_scalar_dense";
+  if (!check_nargs(ctx, name, args, 2)) return;
+  Tensor* t = tensor_arg(ctx, name, args, 0, "self");
+  if (!t) return;
+  if (t->numel() != 1) {
+    fail(ctx, Error::InvalidArgument, "%s: a tensor with %zu elements has no single value", name, t->numel());
+    return;
+  }
+  const ScalarType s = t->scalar_type();
+  if (s == ScalarType::Bool) *args[1] = EValue(load_int(t->const_data_ptr(), s, 0) != 0);
+  else if (is_floating(s)) *args[1] = EValue(load_double(t->const_data_ptr(), s, 0));
+  else *args[1] = EValue(load_int(t->const_data_ptr(), s, 0));
+}
+
 // executorch_prim::sym_float.Scalar(a, out)
 void prim_sym_float_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
   const char* name = "executorch_prim::sym_float.Scalar";
