@@ -122,7 +122,9 @@ KNOWN_GAPS: dict = {
     ("aten.remainder.Scalar", "uint8"): (
         "negative scalar: eager casts the scalar to uint8 first (x % 254), the kernel computes in a "
         "signed type and wraps the result"),
-    ("aten.upsample_bilinear2d.vec", "uint8"): "result off by one: the kernel truncates where eager rounds",
+    ("aten.upsample_bilinear2d.vec", "uint8"): (
+        "off by one on some elements: eager's uint8 path interpolates with fixed-point integer weights, "
+        "the kernel in double and rounds"),
     # torch, not etkit
     ("aten.col2im.default", "bfloat16"): (
         "to_edge decomposes col2im with torch's decomposition, which accumulates in bfloat16; etkit "

@@ -172,6 +172,7 @@ void upsample_bilinear2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) 
       return load_double(in->const_data_ptr(), in->scalar_type(), offset_of(*in, s));
     };
     double v = (1 - lh) * ((1 - lw) * at(h0, w0) + lw * at(h0, w1)) + lh * ((1 - lw) * at(h1, w0) + lw * at(h1, w1));
+    if (!is_floating(out->scalar_type())) v = std::nearbyint(v);  // integer images round, as torch does
     store_double(out->mutable_data_ptr(), out->scalar_type(), offset_of(*out, idx), v);
     next_index(idx, out->sizes().data(), 4);
   }
