@@ -128,6 +128,7 @@ def test_exception_tables_name_core_ops():
         "NOT_APPLICABLE": set(NOT_APPLICABLE),
         "PROPERTY_CHECKS": set(catalog.PROPERTY_CHECKS),
         "TOLERANCE_OVERRIDES": set(catalog.TOLERANCE_OVERRIDES),
+        "FLOAT_REFERENCE": set(catalog.FLOAT_REFERENCE),
         "SCHEMA_SAMPLES": set(SCHEMA_SAMPLES),
         "KNOWN_GAPS": {k[0] if isinstance(k, tuple) else k for k in catalog.KNOWN_GAPS},
     }
