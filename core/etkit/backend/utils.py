@@ -52,10 +52,18 @@ def tag_constant_data(ep: ExportedProgram) -> None:
     """Give each constant placeholder the tag of its users when all of them share one tag.
 
     A constant used by nodes of one partition moves into that delegate's payload; a constant also used
-    outside stays in the program (and is passed to the delegate as an input).
+    outside stays in the program (and is passed to the delegate as an input), and so does a buffer the
+    program mutates.
     """
+    from torch.export.graph_signature import OutputKind
+
+    # a mutated buffer stays in the program: it changes between executions, a payload cannot hold it
+    mutated = {s.target for s in ep.graph_signature.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
     for node in ep.graph.nodes:
         if not is_constant(ep, node) or not node.users:
+            continue
+        spec = _input_spec(ep, node)
+        if spec is not None and spec.target in mutated:
             continue
         tags = {user.meta.get(DELEGATION_TAG) for user in node.users}
         if len(tags) == 1 and None not in tags:

@@ -64,6 +64,8 @@ class ProgramData:
 
     constant_data: list = field(default_factory=lambda: [b""])
     delegate_data: list = field(default_factory=list)
+    #: initial values of mutable buffers (planned tensors with a data_buffer_idx); entry 0 is reserved
+    mutable_data: list = field(default_factory=lambda: [b""])
     named_data: dict = field(default_factory=dict)
     _constant_ids: dict = field(default_factory=dict)
 
@@ -75,6 +77,12 @@ class ProgramData:
             self.constant_data.append(raw)
             self._constant_ids[raw] = len(self.constant_data) - 1
         return self._constant_ids[raw]
+
+    def add_mutable(self, tensor: torch.Tensor) -> int:
+        """Index of ``tensor``'s bytes in the mutable data segment (each mutable buffer gets its own)."""
+        t = tensor.detach().contiguous()
+        self.mutable_data.append(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        return len(self.mutable_data) - 1
 
     def add_named_data(self, entries: dict, owner: str) -> None:
         for key, data in entries.items():
@@ -149,8 +157,8 @@ class MethodEmitter:
                          allocationInfo=None, layout=0, shapeDynamism=1 if _is_dynamic(t) else 0)
         return self._add_value(KernelTypes.Tensor, tensor)
 
-    def _planned_tensor(self, node, t: torch.Tensor, label: str, lifetime: tuple) -> int:
-        index = self._tensor_value(node, t)
+    def _planned_tensor(self, node, t: torch.Tensor, label: str, lifetime: tuple, data_buffer_idx: int = 0) -> int:
+        index = self._tensor_value(node, t, data_buffer_idx=data_buffer_idx)
         numel = 1
         for size in _concrete_sizes(node, t):
             numel *= size
@@ -242,17 +250,31 @@ class MethodEmitter:
         position = {n: i for i, n in enumerate(nodes)}
         end = len(nodes)
         specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+        # Mutable buffers (a KV cache, batch-norm statistics in training mode): the buffer is a planned
+        # tensor alive for the whole method, never shared, so its value survives between executions;
+        # its initial value is in the mutable data segment; after the last instruction `aten::copy_`
+        # writes the new value into it (ExecuTorch's scheme).
+        mutated = {}  # buffer FQN -> name of the node holding its new value
         for spec in ep.graph_signature.output_specs:
-            if spec.kind != OutputKind.USER_OUTPUT:
-                raise EmitError(f"method {self.name}: output {spec.arg.name} is a {spec.kind.name}; mutated "
-                                f"buffers and gradients are not supported by etkit yet")
+            if spec.kind == OutputKind.BUFFER_MUTATION:
+                mutated[spec.target] = spec.arg.name
+            elif spec.kind != OutputKind.USER_OUTPUT:
+                raise EmitError(f"method {self.name}: output {spec.arg.name} is a {spec.kind.name} (a program that "
+                                f"mutates its inputs or returns gradients); etkit supports user outputs and "
+                                f"mutated buffers")
+        mutable_values = {}  # buffer FQN -> value index
 
         inputs = []
         for node in nodes:
             if node.op == "placeholder":
                 spec = specs[node.name]
                 val = node.meta.get("val")
-                if spec.kind in CONSTANT_KINDS:
+                if spec.kind == InputKind.BUFFER and spec.target in mutated:
+                    tensor = get_constant(ep, node)
+                    index = self._planned_tensor(node, tensor.contiguous(), node.name, (0, end + 1),
+                                                 data_buffer_idx=self.data.add_mutable(tensor))
+                    self.node_values[node] = mutable_values[spec.target] = index
+                elif spec.kind in CONSTANT_KINDS:
                     tensor = get_constant(ep, node)
                     idx = self.data.add_constant(tensor)
                     # stored contiguous (see add_constant), so the value says so whatever the source strides
@@ -276,9 +298,14 @@ class MethodEmitter:
             if node.op == "call_function":
                 self._emit_call(node)
             elif node.op == "output":
+                leaves = pytree.tree_leaves(node.args[0])
+                kinds = [spec.kind for spec in ep.graph_signature.output_specs]
+                for fqn, index in mutable_values.items():
+                    new_value = next(a for a in leaves if isinstance(a, torch.fx.Node) and a.name == mutated[fqn])
+                    self._emit_copy_into(index, self._value_of(node, new_value))
                 # an output export folded to a constant (an int, a bool) is a constant value of the plan
                 outputs = [self._value_of(node, a) if isinstance(a, torch.fx.Node) else self._scalar(a)
-                           for a in pytree.tree_leaves(node.args[0])]
+                           for a, kind in zip(leaves, kinds) if kind == OutputKind.USER_OUTPUT]
         return ExecutionPlanT(
             name=self.name,
             containerMetaType=ContainerMetadataT(
@@ -387,6 +414,12 @@ class MethodEmitter:
             returned = self._add_value(KernelTypes.TensorList, TensorListT(items=list(outs)))
         self._instruction(InstructionArguments.KernelCall,
                           KernelCallT(opIndex=self._operator_index(out_op), args=args + outs + [returned]))
+
+    def _emit_copy_into(self, dst: int, src: int) -> None:
+        """``aten::copy_(dst, src, non_blocking=False)``, its return (dst) last, as a KernelCall."""
+        op = torch.ops.aten.copy_.default
+        self._instruction(InstructionArguments.KernelCall,
+                          KernelCallT(opIndex=self._operator_index(op), args=[dst, src, self._scalar(False), dst]))
 
     def _emit_sym_op(self, node) -> None:
         """Size arithmetic: ``executorch_prim::<op>.Scalar(a, b, out)`` / ``aten::sym_size.int(self, dim, out)``,

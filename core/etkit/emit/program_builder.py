@@ -50,5 +50,6 @@ def build_program(programs: dict, config) -> tuple:
         plans_by_name[name] = emitter.plan
     program = ProgramT(version=PROGRAM_VERSION, executionPlan=plans)
     contents = PteContents(program=program, constant_data=data.constant_data, delegate_data=data.delegate_data,
+                           mutable_data=data.mutable_data if len(data.mutable_data) > 1 else [],
                            named_data=data.named_data)
     return contents, plans_by_name

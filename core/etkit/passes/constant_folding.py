@@ -30,10 +30,16 @@ def _foldable(node: torch.fx.Node, values: dict) -> bool:
 
 def fold_constants(ep: ExportedProgram, max_growth_bytes: int = 1 << 16) -> int:
     """Fold constant subexpressions of ``ep`` in place into lifted constants; returns how many ops folded."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
     graph = ep.graph
+    # a buffer the program mutates changes between executions: nothing computed from it is constant
+    mutated = {s.target for s in ep.graph_signature.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
+    mutable_inputs = {s.arg.name for s in ep.graph_signature.input_specs
+                      if s.kind == InputKind.BUFFER and s.target in mutated}
     values = {}
     for node in graph.nodes:
-        if node.op == "placeholder":
+        if node.op == "placeholder" and node.name not in mutable_inputs:
             t = get_constant(ep, node)
             if t is not None:
                 values[node] = t

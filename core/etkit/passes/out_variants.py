@@ -57,7 +57,7 @@ def out_variant(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
 
 def kernel_name(op: torch._ops.OpOverload) -> tuple[str, str]:
     """``(name, overload)`` as stored in the program's ``Operator`` table: ``("aten::add", "out")``."""
-    return op._schema.name, op._overloadname
+    return op._schema.name, op._schema.overload_name  # "" for a default overload, as ExecuTorch writes it
 
 
 def bind_arguments(op: torch._ops.OpOverload, out_op: torch._ops.OpOverload, node: torch.fx.Node) -> list:
