@@ -34,6 +34,9 @@ def _as_dict(programs: ProgramsArg) -> dict:
 def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileConfig,
                        partitioners: Sequence[Partitioner] = ()) -> ExportedProgram:
     table = torch.export.default_decompositions()
+    # training-mode batch norm after functionalization (new running stats as outputs): no kernel takes
+    # that form, torch's decomposition turns it into core ops
+    table.update(torch._decomp.get_decompositions([torch.ops.aten._native_batch_norm_legit_functional]))
     for op in list(keep) + list(config.preserve_ops):
         if op in table:
             table.pop(op)

@@ -254,14 +254,18 @@ class MethodEmitter:
         # tensor alive for the whole method, never shared, so its value survives between executions;
         # its initial value is in the mutable data segment; after the last instruction `aten::copy_`
         # writes the new value into it (ExecuTorch's scheme).
+        # An input the program mutates in place gets the same copy_ into the input's tensor (in the
+        # method's memory: the caller's tensor is copied in by set_input, so it does not change).
         mutated = {}  # buffer FQN -> name of the node holding its new value
+        mutated_inputs = {}  # input placeholder name -> name of the node holding its new value
         for spec in ep.graph_signature.output_specs:
             if spec.kind == OutputKind.BUFFER_MUTATION:
                 mutated[spec.target] = spec.arg.name
+            elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+                mutated_inputs[spec.target] = spec.arg.name
             elif spec.kind != OutputKind.USER_OUTPUT:
-                raise EmitError(f"method {self.name}: output {spec.arg.name} is a {spec.kind.name} (a program that "
-                                f"mutates its inputs or returns gradients); etkit supports user outputs and "
-                                f"mutated buffers")
+                raise EmitError(f"method {self.name}: output {spec.arg.name} is a {spec.kind.name} (gradients); "
+                                f"etkit supports user outputs and mutated buffers and inputs")
         mutable_values = {}  # buffer FQN -> value index
 
         inputs = []
@@ -282,7 +286,8 @@ class MethodEmitter:
                 elif spec.kind == InputKind.USER_INPUT:
                     if isinstance(val, torch.Tensor):
                         if self.planner.alloc_graph_input:
-                            index = self._planned_tensor(node, val, node.name, (0, self._last_use(node, position, end)))
+                            last = end if node.name in mutated_inputs else self._last_use(node, position, end)
+                            index = self._planned_tensor(node, val, node.name, (0, last))
                         else:
                             index = self._tensor_value(node, val)
                     else:
@@ -300,9 +305,13 @@ class MethodEmitter:
             elif node.op == "output":
                 leaves = pytree.tree_leaves(node.args[0])
                 kinds = [spec.kind for spec in ep.graph_signature.output_specs]
+                by_name = {a.name: a for a in leaves if isinstance(a, torch.fx.Node)}
                 for fqn, index in mutable_values.items():
-                    new_value = next(a for a in leaves if isinstance(a, torch.fx.Node) and a.name == mutated[fqn])
-                    self._emit_copy_into(index, self._value_of(node, new_value))
+                    self._emit_copy_into(index, self._value_of(node, by_name[mutated[fqn]]))
+                for placeholder in nodes:
+                    if placeholder.op == "placeholder" and placeholder.name in mutated_inputs:
+                        self._emit_copy_into(self.node_values[placeholder],
+                                             self._value_of(node, by_name[mutated_inputs[placeholder.name]]))
                 # an output export folded to a constant (an int, a bool) is a constant value of the plan
                 outputs = [self._value_of(node, a) if isinstance(a, torch.fx.Node) else self._scalar(a)
                            for a, kind in zip(leaves, kinds) if kind == OutputKind.USER_OUTPUT]

@@ -92,7 +92,7 @@ namespace {
 /// Any convolution the 2-D paths below do not take: 3-D, transposed (1-3 spatial dims) and integer
 /// ones, for every dtype, accumulating in double (exact for integers below 2^53). Shapes follow torch: weight [OC, IC/g, k...] (transposed:
 /// [IC, OC/g, k...]); a transposed output has (in - 1) * s - 2 * p + d * (k - 1) + output_padding + 1
-/// positions per spatial dim, each the sum of the inputs and kernel taps that land on it.
+/// positions per spatial dim, each the sum over the (input, tap) pairs that land on it.
 void convolution_generic(KernelRuntimeContext& ctx, const char* name, const Tensor& in, const Tensor& w,
                          const Tensor* bias, Span<const int64_t> stride_l, Span<const int64_t> pad_l,
                          Span<const int64_t> dil_l, Span<const int64_t> outpad_l, bool transposed, int64_t groups,
@@ -131,54 +131,43 @@ void convolution_generic(KernelRuntimeContext& ctx, const char* name, const Tens
   }
   if (!resize_out(ctx, name, out, osz, in.dim())) return;
   const int64_t icg = C / groups, ocg = OC / groups;
-  // out = bias, then accumulate: each (input position, tap) pair contributes to one output position
+  size_t taps = 1;
+  for (size_t k = 0; k < ns; ++k) taps *= size_t(ksz[k]);
+  // Each output element is one sum in double, rounded once into the output's dtype.
   int64_t oidx[5] = {0};
   for (size_t i = 0; i < out.numel(); ++i, next_index(oidx, out.sizes().data(), out.dim())) {
-    const double b = bias ? load_double(bias->const_data_ptr(), bias->scalar_type(), size_t(oidx[1] * bias->stride(0))) : 0.0;
-    store_double(out.mutable_data_ptr(), out.scalar_type(), offset_of(out, oidx), b);
-  }
-  int64_t iidx[5] = {0};
-  for (size_t i = 0; i < in.numel(); ++i, next_index(iidx, in.sizes().data(), in.dim())) {
-    const double x = load_double(in.const_data_ptr(), in.scalar_type(), offset_of(in, iidx));
-    const int64_t n = iidx[0], c = iidx[1], g = c / icg;
-    int64_t kidx[3] = {0, 0, 0};
-    size_t taps = 1;
-    for (size_t k = 0; k < ns; ++k) taps *= size_t(ksz[k]);
-    for (size_t t = 0; t < taps; ++t) {
-      // output spatial position of this (input position, tap); skip taps that land outside
-      int64_t opos[3];
-      bool inside = true;
-      for (size_t k = 0; k < ns && inside; ++k) {
-        if (transposed) {
-          opos[k] = iidx[2 + k] * s[k] - p[k] + kidx[k] * d[k];
-        } else {  // input position = o * s - p + tap * d  ->  o = (input + p - tap * d) / s, if exact
-          const int64_t num = iidx[2 + k] + p[k] - kidx[k] * d[k];
-          inside = num >= 0 && num % s[k] == 0;
-          opos[k] = inside ? num / s[k] : 0;
-        }
-        inside = inside && opos[k] >= 0 && opos[k] < o_sp[k];
-      }
-      if (inside) {
-        for (int64_t j = 0; j < ocg; ++j) {
-          const int64_t oc = g * ocg + j;
-          int64_t widx[5], oi[5] = {n, oc, 0, 0, 0};
-          widx[0] = transposed ? c : oc;
-          widx[1] = transposed ? j : c - g * icg;
-          for (size_t k = 0; k < ns; ++k) {
-            widx[2 + k] = kidx[k];
-            oi[2 + k] = opos[k];
+    const int64_t n = oidx[0], oc = oidx[1], g = oc / ocg;
+    double acc = bias ? load_double(bias->const_data_ptr(), bias->scalar_type(), size_t(oc * bias->stride(0))) : 0.0;
+    for (int64_t ic = 0; ic < icg; ++ic) {
+      const int64_t c = g * icg + ic;
+      int64_t kidx[3] = {0, 0, 0};
+      for (size_t t = 0; t < taps; ++t) {
+        // input position of this (output position, tap), if any
+        int64_t iidx[5] = {n, c, 0, 0, 0};
+        bool inside = true;
+        for (size_t k = 0; k < ns && inside; ++k) {
+          if (transposed) {  // output = input * s - p + tap * d  ->  input = (output + p - tap * d) / s, if exact
+            const int64_t num = oidx[2 + k] + p[k] - kidx[k] * d[k];
+            inside = num >= 0 && num % s[k] == 0;
+            iidx[2 + k] = inside ? num / s[k] : 0;
+          } else {
+            iidx[2 + k] = oidx[2 + k] * s[k] - p[k] + kidx[k] * d[k];
           }
-          const size_t oo = offset_of(out, oi);
-          const double wv = load_double(w.const_data_ptr(), w.scalar_type(), offset_of(w, widx));
-          store_double(out.mutable_data_ptr(), out.scalar_type(), oo,
-                       load_double(out.const_data_ptr(), out.scalar_type(), oo) + x * wv);
+          inside = inside && iidx[2 + k] >= 0 && iidx[2 + k] < isz[k];
         }
-      }
-      for (size_t k = ns; k-- > 0;) {
-        if (++kidx[k] < ksz[k]) break;
-        kidx[k] = 0;
+        if (inside) {
+          int64_t widx[5] = {transposed ? c : oc, transposed ? oc - g * ocg : ic, 0, 0, 0};
+          for (size_t k = 0; k < ns; ++k) widx[2 + k] = kidx[k];
+          acc += load_double(in.const_data_ptr(), in.scalar_type(), offset_of(in, iidx)) *
+                 load_double(w.const_data_ptr(), w.scalar_type(), offset_of(w, widx));
+        }
+        for (size_t k = ns; k-- > 0;) {
+          if (++kidx[k] < ksz[k]) break;
+          kidx[k] = 0;
+        }
       }
     }
+    store_double(out.mutable_data_ptr(), out.scalar_type(), offset_of(out, oidx), acc);
   }
 }
 }  // namespace

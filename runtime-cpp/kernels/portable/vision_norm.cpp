@@ -178,11 +178,10 @@ void upsample_bilinear2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) 
   }
 }
 
-// var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False,
-//                    Tensor(a!) out)
-void var_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::var.correction_out";
-  if (!check_nargs(ctx, name, args, 5)) return;
+namespace {
+/// var (and with `with_mean`, var_mean): out at args[4], the mean at args[5].
+void variance(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool with_mean) {
+  if (!check_nargs(ctx, name, args, with_mean ? 6 : 5)) return;
   Tensor* in = tensor_arg(ctx, name, args, 0, "self");
   Span<const int64_t> dims;
   bool none = false, keepdim;
@@ -191,7 +190,10 @@ void var_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   if (!args[2]->is_none() && !scalar_arg(ctx, name, args, 2, "correction", &correction)) return;
   if (!bool_arg(ctx, name, args, 3, "keepdim", &keepdim)) return;
   Tensor* out = tensor_arg(ctx, name, args, 4, "out");
-  if (!out || !check_floating(ctx, name, *in, "self") || !require_contiguous(ctx, name, *out, "out")) return;
+  Tensor* mean = with_mean && out ? tensor_arg(ctx, name, args, 5, "out1") : nullptr;
+  if (!out || (with_mean && !mean) || !check_floating(ctx, name, *in, "self") ||
+      !require_contiguous(ctx, name, *out, "out") || (mean && !require_contiguous(ctx, name, *mean, "out1")))
+    return;
   bool reduce[kMaxDim] = {false};
   const bool all = none || dims.empty();
   for (size_t d = 0; d < in->dim(); ++d) reduce[d] = all;
@@ -206,7 +208,7 @@ void var_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
     if (!reduce[d]) os[od++] = in->size(d);
     else if (keepdim) os[od++] = 1;
   }
-  if (!resize_out(ctx, name, *out, os, od)) return;
+  if (!resize_out(ctx, name, *out, os, od) || (mean && !resize_out(ctx, name, *mean, os, od))) return;
   // Two passes over the input per output element, indexing the reduced dims with an odometer.
   SizesType kept_sizes[kMaxDim], red_sizes[kMaxDim];
   size_t kept[kMaxDim], red[kMaxDim], nk = 0, nr = 0;
@@ -234,8 +236,22 @@ void var_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
     }
     const double denom = double(n_red) - correction;
     store_double(out->mutable_data_ptr(), out->scalar_type(), o, denom > 0 ? sq / denom : NAN);
+    if (mean) store_double(mean->mutable_data_ptr(), mean->scalar_type(), o, n_red ? sum / double(n_red) : NAN);
     next_index(kidx, kept_sizes, nk);
   }
+}
+}  // namespace
+
+// var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False,
+//                    Tensor(a!) out)
+void var_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  variance(ctx, "aten::var.correction_out", args, false);
+}
+
+// var_mean.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False,
+//                         Tensor(a!) out0, Tensor(b!) out1): (variance, mean)
+void var_mean_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  variance(ctx, "aten::var_mean.correction_out", args, true);
 }
 
 namespace {
