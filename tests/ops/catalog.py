@@ -122,9 +122,6 @@ KNOWN_GAPS: dict = {
         "that the Edge dialect has no prim op for"),
     # kernels: missing capability
     # kernels: wrong numbers
-    ("aten.remainder.Scalar", "uint8"): (
-        "negative scalar: eager casts the scalar to uint8 first (x % 254), the kernel computes in a "
-        "signed type and wraps the result"),
     ("aten.upsample_bilinear2d.vec", "uint8"): (
         "off by one on some elements: eager's uint8 path interpolates with fixed-point integer weights, "
         "the kernel in double and rounds"),

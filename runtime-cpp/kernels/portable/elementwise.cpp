@@ -329,7 +329,25 @@ void pow_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   binary(ctx, name, Bin::Pow, s.t, *e, 1.0, *out);
 }
 ETKIT_TT(remainder_tensor_out, Bin::Remainder, "aten::remainder.Tensor_out")
-ETKIT_TS(remainder_scalar_out, Bin::Remainder, "aten::remainder.Scalar_out")
+// remainder.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out): with an integer tensor, torch first
+// converts the scalar to the tensor's dtype (uint8 % -2 is uint8 % 254), then takes the remainder.
+void remainder_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::remainder.Scalar_out";
+  if (!check_nargs(ctx, name, args, 3)) return;
+  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
+  double unused;
+  if (!a || !scalar_arg(ctx, name, args, 1, "other", &unused)) return;
+  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
+  if (!out) return;
+  EValue other = *args[1];
+  if (other.is_int() && is_integral(a->scalar_type())) {
+    int64_t wrapped = 0;
+    store_int(&wrapped, a->scalar_type(), 0, other.to_int());
+    other = EValue(load_int(&wrapped, a->scalar_type(), 0));
+  }
+  ScalarTensor s(other);
+  binary(ctx, name, Bin::Remainder, *a, s.t, 1.0, *out);
+}
 ETKIT_TT(fmod_tensor_out, Bin::Fmod, "aten::fmod.Tensor_out")
 ETKIT_TS(fmod_scalar_out, Bin::Fmod, "aten::fmod.Scalar_out")
 ETKIT_TT(floor_divide_out, Bin::DivFloor, "aten::floor_divide.out")
