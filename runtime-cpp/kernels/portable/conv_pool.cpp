@@ -72,8 +72,8 @@ void conv2d_f32_planes(const float* in, const float* w, const float* bias, int64
             for (int64_t oh = 0; oh < OH; ++oh) {
               const int64_t ih = oh * sh - ph + kh * dh;
               if (ih < 0 || ih >= H) continue;
-              const float* irow = plane + ih * W;
-              float* orow = o + oh * OW;
+              const float* __restrict irow = plane + ih * W;
+              float* __restrict orow = o + oh * OW;  // output and input never overlap
               if (sw == 1) {
                 for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * irow[ow + shift];
               } else {
