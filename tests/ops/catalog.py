@@ -122,9 +122,6 @@ KNOWN_GAPS: dict = {
         "that the Edge dialect has no prim op for"),
     # kernels: missing capability
     # kernels: wrong numbers
-    ("aten.upsample_bilinear2d.vec", "uint8"): (
-        "off by one on some elements: eager's uint8 path interpolates with fixed-point integer weights, "
-        "the kernel in double and rounds"),
     # torch, not etkit
     ("aten._native_batch_norm_legit.default", "float16"): (
         "training mode: to_edge decomposes the functionalized op (_native_batch_norm_legit_functional) "

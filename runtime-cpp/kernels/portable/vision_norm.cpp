@@ -141,6 +141,92 @@ void upsample_nearest2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   }
 }
 
+namespace {
+/// Two-tap interpolation of one output index along a dim, in torch's fixed-point form for uint8.
+struct Tap2 {
+  int64_t first = 0, count = 0;
+  int32_t w[2] = {0, 0};
+};
+
+/// Weights of every output index along a dim of `in_size` -> `out_size`, as int16-range integers with
+/// `*precision` fractional bits (torch's uint8 bilinear: weights in double, normalised, then scaled so
+/// the largest fits in 15 bits).
+void uint8_bilinear_taps(int64_t in_size, int64_t out_size, double scale, bool align, Tap2* taps, int* precision) {
+  const double delta = align ? 0.5 : 0.0, support = 1.0;
+  double wd[2 * 4096];  // out_size is at most 4096 here (checked by the caller)
+  double wmax = 0;
+  for (int64_t i = 0; i < out_size; ++i) {
+    const double center = scale * (double(i) + 0.5 - delta);
+    int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5 + delta), 0);
+    int64_t xsize = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5 + delta), in_size) - xmin;
+    xsize = std::min<int64_t>(std::max<int64_t>(xsize, 0), 2);
+    double total = 0;
+    for (int64_t j = 0; j < 2; ++j) {
+      double x = std::fabs(double(j + xmin) - center + 0.5 - delta);
+      wd[2 * i + j] = j < xsize && x < 1.0 ? 1.0 - x : 0.0;
+      total += wd[2 * i + j];
+    }
+    for (int64_t j = 0; j < 2; ++j) {
+      if (total != 0) wd[2 * i + j] /= total;
+      wmax = std::max(wmax, wd[2 * i + j]);
+    }
+    taps[i].first = xmin;
+    taps[i].count = xsize;
+  }
+  int prec = 0;
+  for (; prec < 22; ++prec) {
+    if (static_cast<int>(0.5 + wmax * double(1 << (prec + 1))) >= (1 << 15)) break;
+  }
+  for (int64_t i = 0; i < out_size; ++i)
+    for (int j = 0; j < 2; ++j) {
+      const double v = wd[2 * i + j] * double(1 << prec);
+      taps[i].w[j] = static_cast<int32_t>(v < 0 ? -0.5 + v : 0.5 + v);
+    }
+  *precision = prec;
+}
+
+inline uint8_t fixed_point(int64_t acc, int precision) {
+  acc = precision > 0 ? (acc + (int64_t(1) << (precision - 1))) >> precision : acc;
+  return static_cast<uint8_t>(std::min<int64_t>(std::max<int64_t>(acc, 0), 255));
+}
+
+/// uint8 bilinear as torch computes it (separable: rows first, rounded to uint8, then columns), so
+/// results are bit-identical. Needs N*C*H*W_out bytes of scratch; returns false when there is none.
+bool bilinear_uint8(KernelRuntimeContext& ctx, const Tensor& in, Tensor& out, bool align, const double* scale) {
+  const int64_t N = in.size(0), C = in.size(1), H = in.size(2), W = in.size(3), OH = out.size(2), OW = out.size(3);
+  if (OH > 4096 || OW > 4096 || !in.is_contiguous_dim_order() || !out.is_contiguous_dim_order()) return false;
+  auto dim_scale = [&](int k, int64_t insz, int64_t outsz) {
+    if (align) return outsz > 1 ? double(insz - 1) / double(outsz - 1) : 0.0;
+    return scale[k];
+  };
+  uint8_t* tmp = static_cast<uint8_t*>(ctx.allocate_temp(size_t(N * C * H * OW)));
+  if (tmp == nullptr) return false;
+  static thread_local Tap2 htaps[4096], wtaps[4096];
+  int hprec = 0, wprec = 0;
+  const uint8_t* x = in.const_data_ptr<uint8_t>();
+  uint8_t* y = out.mutable_data_ptr<uint8_t>();
+  if (OW != W) uint8_bilinear_taps(W, OW, dim_scale(1, W, OW), align, wtaps, &wprec);
+  if (OH != H) uint8_bilinear_taps(H, OH, dim_scale(0, H, OH), align, htaps, &hprec);
+  for (int64_t r = 0; r < N * C * H; ++r)  // horizontal pass
+    for (int64_t j = 0; j < OW; ++j) {
+      if (OW == W) { tmp[r * OW + j] = x[r * W + j]; continue; }
+      int64_t acc = 0;
+      for (int64_t t = 0; t < wtaps[j].count; ++t) acc += int64_t(wtaps[j].w[t]) * x[r * W + wtaps[j].first + t];
+      tmp[r * OW + j] = fixed_point(acc, wprec);
+    }
+  for (int64_t p = 0; p < N * C; ++p)  // vertical pass
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        if (OH == H) { y[(p * OH + i) * OW + j] = tmp[(p * H + i) * OW + j]; continue; }
+        int64_t acc = 0;
+        for (int64_t t = 0; t < htaps[i].count; ++t)
+          acc += int64_t(htaps[i].w[t]) * tmp[(p * H + htaps[i].first + t) * OW + j];
+        y[(p * OH + i) * OW + j] = fixed_point(acc, hprec);
+      }
+  return true;
+}
+}  // namespace
+
 // upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors,
 //                             *, Tensor(a!) out)
 void upsample_bilinear2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
@@ -152,6 +238,9 @@ void upsample_bilinear2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) 
   SizesType os[2];
   double scale[2];
   if (!upsample_setup(ctx, name, args, 1, 3, 4, &in, &out, os, scale)) return;
+  if (in->scalar_type() == ScalarType::Byte && out->scalar_type() == ScalarType::Byte &&
+      bilinear_uint8(ctx, *in, *out, align, scale))
+    return;
   const int64_t H = in->size(2), W = in->size(3);
   int64_t idx[4] = {0};
   for (size_t i = 0; i < out->numel(); ++i) {
