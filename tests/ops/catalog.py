@@ -117,9 +117,6 @@ FLOAT_REFERENCE: dict = {
 #: run fails, and the entry must be removed from here.
 KNOWN_GAPS: dict = {
     # emitter / lowering (core/etkit), not kernels
-    ("aten._local_scalar_dense.default", "bool"): (
-        "Tensor.item() of a bool tensor: export adds a sym_ite node (an if-then-else on symbolic bools) "
-        "that the Edge dialect has no prim op for"),
     # kernels: missing capability
     # kernels: wrong numbers
     # torch, not etkit

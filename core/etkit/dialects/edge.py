@@ -62,7 +62,7 @@ SYM_OPS = {
     operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.floordiv: "floordiv",
     operator.truediv: "truediv", operator.mod: "mod", operator.neg: "neg", operator.eq: "eq",
     operator.gt: "gt", operator.lt: "lt", operator.ge: "ge", operator.le: "le", torch.sym_float: "sym_float",
-    torch.sym_max: "sym_max", torch.sym_min: "sym_min",
+    torch.sym_max: "sym_max", torch.sym_min: "sym_min", torch.sym_ite: "sym_ite",
 }
 
 #: Ops producing a scalar from a tensor (its symbolic size, its value); the runtime has kernels for

@@ -124,6 +124,16 @@ void local_scalar_dense(KernelRuntimeContext& ctx, Span<EValue*> args) {
   else *args[1] = EValue(load_int(t->const_data_ptr(), s, 0));
 }
 
+// executorch_prim::sym_ite.Scalar(cond, a, b, out): a if cond else b (torch.sym_ite).
+void prim_sym_ite_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "executorch_prim::sym_ite.Scalar";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  bool is_int;
+  int64_t c;
+  double x;
+  if (number(ctx, name, *args[0], "cond", &is_int, &c, &x)) *args[3] = x != 0 ? *args[1] : *args[2];
+}
+
 // executorch_prim::sym_float.Scalar(a, out)
 void prim_sym_float_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
   const char* name = "executorch_prim::sym_float.Scalar";
