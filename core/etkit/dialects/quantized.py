@@ -27,6 +27,10 @@ _SCHEMAS = [
     "ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
     "dequantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min, int quant_max, "
     "ScalarType dtype, ScalarType output_dtype, *, Tensor(a!) out) -> Tensor(a!)",
+    "choose_qparams.Tensor_out(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype, *, "
+    "Tensor(a!) scale_out, Tensor(b!) zero_point_out) -> (Tensor(a!), Tensor(b!))",
+    "choose_qparams_per_token_asymmetric.out(Tensor input, ScalarType dtype, *, Tensor(a!) scale_out, "
+    "Tensor(b!) zero_point_out) -> (Tensor(a!), Tensor(b!))",
 ]
 
 _lib = None

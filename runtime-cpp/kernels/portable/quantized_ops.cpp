@@ -4,6 +4,7 @@
 // precision, so results are bit-identical: quantize = clamp(round(x * (1 / scale)) + zero_point)
 // (per token: round after adding the zero point), dequantize = (q - zero_point) * scale, in float32
 // (float64 when the scales are float64). Rounding is half-to-even, as torch.round.
+#include <algorithm>
 #include <cmath>
 
 #include "data_movement.h"
@@ -280,6 +281,76 @@ void q_dequantize_per_token_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
                            : double(static_cast<float>(q) * as_float(*scales, t));
       store_double(out->mutable_data_ptr(), out->scalar_type(), i, v);
     }
+  }
+}
+
+// choose_qparams.Tensor_out(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype, *,
+//                           Tensor(a!) scale_out, Tensor(b!) zero_point_out)
+// Per-tensor affine parameters from the input's range (including 0), in float32 as torch's
+// determine_qparams: scale = max((max - min) / (qmax - qmin), eps), zero point = qmin - round(min / scale),
+// clamped; written as float64 [1] and int64 [1].
+void q_choose_qparams_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::choose_qparams.Tensor_out";
+  if (!check_nargs(ctx, name, args, 7)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  int64_t qmin, qmax;
+  double eps;
+  if (!in || !qrange(ctx, name, args, 1, &qmin, &qmax) || !scalar_arg(ctx, name, args, 3, "eps", &eps) ||
+      !check_floating(ctx, name, *in, "input"))
+    return;
+  Tensor* scale = tensor_arg(ctx, name, args, 5, "scale_out");
+  Tensor* zp = scale ? tensor_arg(ctx, name, args, 6, "zero_point_out") : nullptr;
+  const SizesType one[1] = {1};
+  if (!zp || !resize_out(ctx, name, *scale, one, 1) || !resize_out(ctx, name, *zp, one, 1)) return;
+  float lo = 0.f, hi = 0.f;  // min(min, 0), max(max, 0)
+  int64_t idx[kMaxDim] = {0};
+  for (size_t i = 0; i < in->numel(); ++i, next_index(idx, in->sizes().data(), in->dim())) {
+    const float v = as_float(*in, offset_of(*in, idx));
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  float s = (hi - lo) / static_cast<float>(qmax - qmin);
+  s = std::max(s, static_cast<float>(eps));
+  const int64_t z = qmin - static_cast<int64_t>(std::nearbyint(lo / s));
+  store_double(scale->mutable_data_ptr(), scale->scalar_type(), 0, s);
+  store_int(zp->mutable_data_ptr(), zp->scalar_type(), 0, std::min(std::max(z, qmin), qmax));
+}
+
+// choose_qparams_per_token_asymmetric.out(Tensor input, ScalarType dtype, *, Tensor(a!) scale_out,
+//                                         Tensor(b!) zero_point_out)
+// One (scale, zero point) per row of the last dim, int8 range, float32 arithmetic as torch's
+// reference (XNNPACK's rule for the zero point); scales float64 and zero points int64, shape [..., 1].
+void q_choose_qparams_per_token_asymmetric_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "quantized_decomposed::choose_qparams_per_token_asymmetric.out";
+  if (!check_nargs(ctx, name, args, 4)) return;
+  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+  if (!in || !check_floating(ctx, name, *in, "input")) return;
+  Tensor* scale = tensor_arg(ctx, name, args, 2, "scale_out");
+  Tensor* zp = scale ? tensor_arg(ctx, name, args, 3, "zero_point_out") : nullptr;
+  if (!zp || in->dim() == 0 || !in->is_contiguous_dim_order()) {
+    if (zp) fail(ctx, Error::InvalidArgument, "%s: expects a contiguous input of rank >= 1", name);
+    return;
+  }
+  SizesType shape[kMaxDim];
+  for (size_t d = 0; d < in->dim(); ++d) shape[d] = in->size(d);
+  shape[in->dim() - 1] = 1;
+  if (!resize_out(ctx, name, *scale, shape, in->dim()) || !resize_out(ctx, name, *zp, shape, in->dim())) return;
+  const size_t last = static_cast<size_t>(in->size(in->dim() - 1));
+  const size_t rows = last ? in->numel() / last : 0;
+  const float qmin = -128.f, qmax = 127.f, eps = 1.1920928955078125e-07f;  // torch.finfo(float32).eps
+  for (size_t r = 0; r < rows; ++r) {
+    float lo = 0.f, hi = 0.f;
+    for (size_t j = 0; j < last; ++j) {
+      const float v = as_float(*in, r * last + j);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    float s = std::max((hi - lo) / 255.f, eps);
+    const float dmin = lo / s, dmax = hi / s;
+    float z = (qmin + dmin) + (qmax + dmax) > 0 ? qmin - dmin : qmax - dmax;
+    z = std::nearbyint(std::min(std::max(z, qmin), qmax));
+    store_double(scale->mutable_data_ptr(), scale->scalar_type(), r, s);
+    store_int(zp->mutable_data_ptr(), zp->scalar_type(), r, static_cast<int64_t>(z));
   }
 }
 
