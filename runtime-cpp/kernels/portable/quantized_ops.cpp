@@ -319,7 +319,8 @@ void q_choose_qparams_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) 
 // choose_qparams_per_token_asymmetric.out(Tensor input, ScalarType dtype, *, Tensor(a!) scale_out,
 //                                         Tensor(b!) zero_point_out)
 // One (scale, zero point) per row of the last dim, int8 range, float32 arithmetic as torch's
-// reference (XNNPACK's rule for the zero point); scales float64 and zero points int64, shape [..., 1].
+// reference (the zero point nearer the side with the larger error); scales float64 and zero points int64,
+// shape [..., 1].
 void q_choose_qparams_per_token_asymmetric_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   const char* name = "quantized_decomposed::choose_qparams_per_token_asymmetric.out";
   if (!check_nargs(ctx, name, args, 4)) return;
