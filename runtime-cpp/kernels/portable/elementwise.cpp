@@ -206,8 +206,9 @@ void tensor_tensor(const char* name, KernelRuntimeContext& ctx, Span<EValue*> ar
   Tensor* out = b ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
   if (out) binary(ctx, name, OP, *a, *b, 1.0, *out);
 }
-// (self, Scalar other, out)
-template <Bin OP>
+// (self, Scalar other, out). With `wrap_int_scalar`, an integer scalar is first converted to an integer
+// tensor's dtype (torch does so for remainder: uint8 % -2 is uint8 % 254).
+template <Bin OP, bool wrap_int_scalar = false>
 void tensor_scalar(const char* name, KernelRuntimeContext& ctx, Span<EValue*> args) {
   if (!check_nargs(ctx, name, args, 3)) return;
   Tensor* a = tensor_arg(ctx, name, args, 0, "self");
@@ -215,7 +216,13 @@ void tensor_scalar(const char* name, KernelRuntimeContext& ctx, Span<EValue*> ar
   if (!a || !scalar_arg(ctx, name, args, 1, "other", &unused)) return;
   Tensor* out = tensor_arg(ctx, name, args, 2, "out");
   if (!out) return;
-  ScalarTensor s(*args[1]);
+  EValue other = *args[1];
+  if (wrap_int_scalar && other.is_int() && is_integral(a->scalar_type())) {
+    int64_t wrapped = 0;
+    store_int(&wrapped, a->scalar_type(), 0, other.to_int());
+    other = EValue(load_int(&wrapped, a->scalar_type(), 0));
+  }
+  ScalarTensor s(other);
   binary(ctx, name, OP, *a, s.t, 1.0, *out);
 }
 
@@ -329,24 +336,9 @@ void pow_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   binary(ctx, name, Bin::Pow, s.t, *e, 1.0, *out);
 }
 ETKIT_TT(remainder_tensor_out, Bin::Remainder, "aten::remainder.Tensor_out")
-// remainder.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out): with an integer tensor, torch first
-// converts the scalar to the tensor's dtype (uint8 % -2 is uint8 % 254), then takes the remainder.
+// remainder.Scalar_out: an integer scalar takes the tensor's integer dtype first, as in torch
 void remainder_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::remainder.Scalar_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double unused;
-  if (!a || !scalar_arg(ctx, name, args, 1, "other", &unused)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
-  if (!out) return;
-  EValue other = *args[1];
-  if (other.is_int() && is_integral(a->scalar_type())) {
-    int64_t wrapped = 0;
-    store_int(&wrapped, a->scalar_type(), 0, other.to_int());
-    other = EValue(load_int(&wrapped, a->scalar_type(), 0));
-  }
-  ScalarTensor s(other);
-  binary(ctx, name, Bin::Remainder, *a, s.t, 1.0, *out);
+  tensor_scalar<Bin::Remainder, true>("aten::remainder.Scalar_out", ctx, args);
 }
 ETKIT_TT(fmod_tensor_out, Bin::Fmod, "aten::fmod.Tensor_out")
 ETKIT_TS(fmod_scalar_out, Bin::Fmod, "aten::fmod.Scalar_out")
