@@ -66,7 +66,7 @@ $(XNNPACK_PREFIX_FILE): scripts/xnnpack.sh FORCE | $(VENV)/.stamp-system
 FORCE:
 
 # ---- editable installs of the core and the XNNPACK plugin (native builds are serialised) ----------
-install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack
+install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml
 
 $(VENV)/.stamp-install-core: $(CORE_NATIVE_SRCS) $(VENV)/.stamp-venv | $(VENV)/.stamp-system
 	@test -f pyproject.toml || { echo "make: pyproject.toml (core) does not exist yet" >&2; exit 1; }
@@ -76,6 +76,12 @@ $(VENV)/.stamp-install-core: $(CORE_NATIVE_SRCS) $(VENV)/.stamp-venv | $(VENV)/.
 $(VENV)/.stamp-install-xnnpack: $(XNNPACK_NATIVE_SRCS) $(VENV)/.stamp-install-core $(XNNPACK_PREFIX_FILE)
 	@test -f plugins/xnnpack/pyproject.toml || { echo "make: plugins/xnnpack/pyproject.toml does not exist yet" >&2; exit 1; }
 	XNNPACK_ROOT="$$(cat $(XNNPACK_PREFIX_FILE))" flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/xnnpack
+	@touch $@
+
+# The Core ML plugin is pure Python here (its Objective-C++ delegate builds only on Apple platforms);
+# installing it pulls coremltools from PyPI.
+$(VENV)/.stamp-install-coreml: plugins/coreml/pyproject.toml $(VENV)/.stamp-install-core
+	$(PIP) install -q --no-build-isolation -e plugins/coreml
 	@touch $@
 
 # ---- standalone CMake tree for the native runner and the C++ tests -------------------------------
@@ -102,7 +108,7 @@ native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpac
 	flock $(LOCK) $(VENV)/bin/cmake --build $(NATIVE_DIR) -j $(JOBS)
 
 # ---- tests and demo -------------------------------------------------------------------------------
-TEST_PATHS := $(wildcard tests plugins/xnnpack/tests)
+TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests)
 
 # ctest runs first and pytest last, so the last line printed is pytest's summary; both always run.
 # XNNPACK runs on 1 thread unless a test asks for more (etkit.runtime.set_num_threads; default 1).
@@ -124,4 +130,4 @@ oracle: $(VENV)/.stamp-venv
 	bash scripts/et_oracle.sh
 
 clean:
-	rm -rf build $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack
+	rm -rf build $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml

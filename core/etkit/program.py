@@ -15,6 +15,7 @@ from torch.export import ExportedProgram
 
 from .backend.lowering import to_backend as _to_backend_one
 from .backend.partitioner import PartitionReport, Partitioner
+from .fallback import LoweringRecipe, fallback_twins
 from .dialects.edge import EdgeCompileConfig, check_edge_graph, scalars_to_tensors, to_edge_graph
 from .passes.decompose_nodes import decompose_nodes
 from .passes.fake_values import propagate_fake_values
@@ -136,6 +137,7 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
     for name in programs:
         for p in per_method[name]:
             manager._lower_method(name, p)
+    manager._recipe = LoweringRecipe(programs, tuple(transform_passes), per_method, config)
     return manager
 
 
@@ -147,6 +149,8 @@ class EdgeProgramManager:
         self.compile_config = compile_config or EdgeCompileConfig()
         #: ``{method name: [PartitionReport, ...]}``, one per partitioner applied.
         self.partition_reports: dict = {name: [] for name in programs}
+        #: How the methods were lowered, for fallback twins (set by ``to_edge_transform_and_lower``).
+        self._recipe: Optional[LoweringRecipe] = None
 
     @property
     def methods(self) -> set:
@@ -182,10 +186,17 @@ class EdgeProgramManager:
         """Lower every method with ``partitioner`` (or ``{method: partitioner}``); returns a new manager."""
         manager = EdgeProgramManager(dict(self._programs), self.compile_config)
         manager.partition_reports = {k: list(v) for k, v in self.partition_reports.items()}
+        recipe = self._recipe
+        if recipe is not None:
+            recipe = LoweringRecipe(recipe.programs, recipe.transform_passes,
+                                    {k: list(v) for k, v in recipe.partitioners.items()}, recipe.compile_config)
         for name in self._programs:
             p = partitioner.get(name) if isinstance(partitioner, dict) else partitioner
             if p is not None:
                 manager._lower_method(name, p)
+                if recipe is not None:
+                    recipe.partitioners.setdefault(name, []).append(p)
+        manager._recipe = recipe
         return manager
 
     def to_executorch(self, config: Optional["ExecutorchBackendConfig"] = None) -> "ExecutorchProgramManager":
@@ -193,7 +204,10 @@ class EdgeProgramManager:
         from .emit.program_builder import build_program
         config = config or ExecutorchBackendConfig()
         start = time.perf_counter()
-        contents, plans = build_program(self._programs, config)
+        programs = dict(self._programs)
+        if config.delegate_fallback:
+            programs.update(fallback_twins(self._recipe, self._programs, config.delegate_fallback))
+        contents, plans = build_program(programs, config)
         return ExecutorchProgramManager(contents, config, plans, time.perf_counter() - start)
 
 
@@ -209,6 +223,10 @@ class ExecutorchBackendConfig:
         extract_delegate_segments: accepted for compatibility; payloads always go to segments.
         constant_folding: compute ops whose inputs are all constants ahead of time
             (:mod:`etkit.passes.constant_folding`).
+        delegate_fallback: ``True`` (or a list of backend ids) adds a ``"<method>#fallback"`` twin of
+            every method that delegates to a backend which exists only on some platforms, lowered
+            without it; etkit's runtime runs the twin where that backend is unavailable
+            (:mod:`etkit.fallback`, docs/fallback.md). Needs ``to_edge_transform_and_lower``.
     """
 
     memory_planning_pass: object = None
@@ -217,6 +235,7 @@ class ExecutorchBackendConfig:
     delegate_alignment: Optional[int] = None
     extract_delegate_segments: bool = True
     constant_folding: bool = True
+    delegate_fallback: Union[bool, Sequence[str]] = False
 
 
 class ExecutorchProgramManager:

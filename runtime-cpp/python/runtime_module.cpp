@@ -294,7 +294,7 @@ NB_MODULE(_runtime, m) {
              std::vector<std::string> names;
              for (size_t i = 0; i < h.program->num_methods(); ++i) {
                auto n = h.program->get_method_name(i);
-               if (n.ok()) names.emplace_back(n.get());
+               if (n.ok() && !rt::is_fallback_method_name(n.get())) names.emplace_back(n.get());
              }
              return names;
            })
@@ -309,7 +309,8 @@ NB_MODULE(_runtime, m) {
   nb::class_<MethodHolder>(m, "Method")
       .def("execute", &execute, nb::arg("inputs"))
       .def("meta", [](MethodHolder& h) { return method_meta_dict(h.method->method_meta()); })
-      .def_prop_ro("name", [](MethodHolder& h) { return h.name; });
+      .def_prop_ro("name", [](MethodHolder& h) { return h.name; })
+      .def_prop_ro("fallback_reason", [](MethodHolder& h) { return std::string(h.method->fallback_reason()); });
 
   m.def("registered_backend_names", [] {
     std::vector<std::string> names;

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "etkit/runtime/backend_interface.h"
@@ -60,6 +61,7 @@ class MethodState {
   const fb::ExecutionPlan* plan = nullptr;
   const ProgramData* program = nullptr;
   const char* name = "";
+  std::string fallback_reason;             // set when this is a "#fallback" twin loaded in place of `name`
   LoadTimeAllocator alloc;                 // metadata, handles (load time only)
   std::vector<uint8_t*> planned_buffers;   // index = memory_id (0 unused)
   std::vector<uint8_t> temp_arena;
@@ -622,7 +624,40 @@ Error MethodState::execute() {
 
 // ---------------------------------------------------------------- Program::load_method
 
+namespace {
+bool has_plan(const fb::Program* p, const std::string& name) {
+  for (size_t i = 0; i < p->execution_plan()->size(); ++i) {
+    const fb::ExecutionPlan* plan = p->execution_plan()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (plan != nullptr && plan->name() != nullptr && name == plan->name()->c_str()) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool is_fallback_method_name(const char* name) {
+  if (name == nullptr) return false;
+  size_t n = std::strlen(name), k = sizeof(kFallbackMethodSuffix) - 1;
+  return n > k && std::strcmp(name + n - k, kFallbackMethodSuffix) == 0;
+}
+
 Result<Method> Program::load_method(const char* method_name) const {
+  Result<Method> primary = load_plan(method_name);
+  if (primary.ok() || method_name == nullptr || is_fallback_method_name(method_name)) return primary;
+  if (primary.error() != Error::NotFound && primary.error() != Error::NotSupported) return primary;
+  std::string twin = std::string(method_name) + kFallbackMethodSuffix;
+  if (!has_plan(data_->program, twin)) return primary;
+  std::string why = last_error_message();
+  Result<Method> fallback = load_plan(twin.c_str());
+  if (!fallback.ok()) {
+    return set_error(fallback.error(), "%s; its fallback plan '%s' could not load either: %s", why.c_str(),
+                     twin.c_str(), std::string(last_error_message()).c_str());
+  }
+  fallback->state_->fallback_reason = why;
+  clear_error_message();
+  return fallback;
+}
+
+Result<Method> Program::load_plan(const char* method_name) const {
   clear_error_message();
   auto meta = method_meta(method_name);
   if (!meta.ok()) return meta.error();
@@ -675,6 +710,7 @@ Method::Method(Method&& other) noexcept = default;
 Method::~Method() = default;
 
 MethodMeta Method::method_meta() const { return MethodMeta(state_->plan); }
+const char* Method::fallback_reason() const { return state_->fallback_reason.c_str(); }
 size_t Method::inputs_size() const { return state_->inputs.size(); }
 size_t Method::outputs_size() const { return state_->outputs.size(); }
 size_t Method::values_size() const { return state_->values.size(); }

@@ -65,7 +65,7 @@ std::vector<std::string> Module::method_names() {
   if (load() != Error::Ok) return names;
   for (size_t i = 0; i < program_->num_methods(); ++i) {
     auto name = program_->get_method_name(i);
-    if (name.ok()) names.emplace_back(name.get());
+    if (name.ok() && !runtime::is_fallback_method_name(name.get())) names.emplace_back(name.get());
   }
   return names;
 }

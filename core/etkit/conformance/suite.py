@@ -61,12 +61,15 @@ def _require_delegated(backend, lowered):
         pytest.skip(f"not delegated: {lowered.not_delegated_reason(backend.backend_id)}")
 
 
-def _compare(backend, outputs, expected, what: str) -> None:
+def _compare(backend, outputs, expected, what: str, portable: bool = False) -> None:
+    """Outputs vs eager within the backend's tolerance (``portable``: the core's defaults, for programs
+    that run on the portable kernels only)."""
     import torch
 
     assert len(outputs) == len(expected), f"{what}: {len(outputs)} outputs, eager has {len(expected)}"
     for i, (out, ref) in enumerate(zip(outputs, expected)):
-        atol, rtol = backend.tolerance(ref.dtype)
+        atol, rtol = (checks.DEFAULT_TOLERANCES.get(str(ref.dtype).replace("torch.", ""), (0.0, 0.0)) if portable
+                      else backend.tolerance(ref.dtype))
         try:
             torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
             continue
@@ -101,6 +104,50 @@ def test_program_matches_eager(case, backend, lowered, runtime, tmp_path):
     what = f"{case} on {backend.backend_id}"
     outputs = _load_and_run(runtime, lowered.pte, tmp_path, lowered.inputs, what)
     _compare(backend, outputs, lowered.eager_outputs, what)
+
+
+# ------------------------------------------------------------------------------------------------ lower only
+# A backend that cannot run on this machine (an OS framework, an NPU) is checked in "lower only" mode:
+# everything above that needs no runtime still runs; instead of executing, loading must fail with the
+# plugin's own reason, and the program's fallback twin (lowered without the backend) must match eager.
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_unavailable_backend_says_why(case, backend, lowered, tmp_path):
+    """Where the backend cannot run, loading a method that needs it fails with the plugin's reason."""
+    _require_delegated(backend, lowered)
+    availability = backend.spec.is_available()
+    if availability:
+        pytest.skip(f"{backend.backend_id} is available here: test_program_matches_eager runs it")
+    from etkit.runtime import EtkitRuntimeError, Runtime
+    path = tmp_path / "program.pte"
+    path.write_bytes(lowered.pte)
+    with pytest.raises(EtkitRuntimeError) as info:
+        Runtime.get().load_program(path).load_method("forward")
+    assert availability.reason in str(info.value), (
+        f"loading a {backend.backend_id} program here must say why the backend is unavailable "
+        f"({availability.reason!r}); the error was: {info.value}")
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_fallback_twin_matches_eager(case, backend, lowered, tmp_path):
+    """``delegate_fallback`` gives the method a twin without the backend; where the backend is
+    unavailable, ``load_method`` runs the twin, and it matches eager within the portable kernels'
+    tolerance (docs/fallback.md)."""
+    _require_delegated(backend, lowered)
+    if backend.spec.runs_everywhere and backend.spec.is_available():
+        pytest.skip(f"{backend.backend_id} runs everywhere (BackendSpec.runs_everywhere): no fallback needed")
+    from etkit import ExecutorchBackendConfig
+    from etkit.runtime import Runtime
+    pte = lowered.manager.to_executorch(ExecutorchBackendConfig(delegate_fallback=[backend.backend_id])).buffer
+    path = tmp_path / "program.pte"
+    path.write_bytes(pte)
+    program = _run(f"{case}: loading the program with its fallback", Runtime.get().load_program, path)
+    name = "forward" if not backend.spec.is_available() else "forward#fallback"
+    method = _run(f"{case}: loading {name}", program.load_method, name)
+    if name == "forward":
+        assert method.fallback_reason, "the backend is unavailable, but the method did not report using its fallback"
+    _compare(backend, _run(f"{case}: executing the fallback", method.execute, list(lowered.inputs)),
+             lowered.eager_outputs, f"{case} fallback twin", portable=True)
 
 
 # ------------------------------------------------------------------------------------------------ contract

@@ -43,6 +43,10 @@ class BackendSpec:
         plugin_api: version of :mod:`etkit.plugins.hookspecs` the plugin was written for.
         version: the plugin distribution's version, shown by ``etkit backends``.
         availability: callable returning :class:`Availability` on this machine.
+        runs_everywhere: ``False`` for a backend that exists only on some platforms or hardware (an
+            OS framework, a vendor NPU). ``ExecutorchBackendConfig(delegate_fallback=True)`` gives every
+            method that delegates to such a backend a twin lowered without it, which the runtime runs
+            when the backend is unavailable (docs/fallback.md).
     """
 
     backend_id: str
@@ -56,6 +60,7 @@ class BackendSpec:
     plugin_api: str = "1.0"
     version: str = "unknown"
     availability: Callable[[], Availability] = _always_available
+    runs_everywhere: bool = True
 
     def is_available(self) -> Availability:
         """Ask the plugin whether this backend can run here; an exception counts as unavailable."""

@@ -174,6 +174,14 @@ class Method:
     def metadata(self) -> MethodMeta:
         return self._meta
 
+    @property
+    def fallback_reason(self) -> str | None:
+        """``None`` when the method runs its own plan; when the program carries a fallback twin
+        (``ExecutorchBackendConfig(delegate_fallback=True)``) and the twin runs instead, why the primary
+        plan could not load (e.g. its backend is unavailable on this platform)."""
+        reason = getattr(self._native, "fallback_reason", "")
+        return reason or None
+
     def execute(self, inputs: Sequence[Any]) -> list:
         """Runs the method on ``inputs`` (torch.Tensors for tensor inputs, Python scalars otherwise).
 
@@ -274,8 +282,34 @@ class Program:
                 ("program needs backend 'X' which is not registered in this runtime; install/link
                 its plugin"), or a backend's init failure.
         """
-        native = self._native.load_method(name)
+        try:
+            native = self._native.load_method(name)
+        except EtkitRuntimeError as exc:
+            reasons = _unavailable_backend_reasons(str(exc))
+            if reasons:
+                raise EtkitRuntimeError(f"{exc}\n" + "\n".join(reasons)) from None
+            raise
         return Method(native, MethodMeta._from_dict(native.meta()))
+
+
+def _unavailable_backend_reasons(message: str) -> list[str]:
+    """For each installed plugin whose backend id ``message`` names and which is unavailable here, its
+    own explanation (e.g. which platform it needs); empty when no such plugin is installed."""
+    import re
+
+    try:
+        from etkit.plugins.manager import get_backend_specs
+        specs = get_backend_specs()
+    except Exception:  # plugin discovery broken: keep the runtime's message
+        return []
+    named = set(re.findall(r"backend '([^']+)'", message))
+    reasons = []
+    for spec in specs:
+        if spec.backend_id in named:
+            availability = spec.is_available()
+            if not availability:
+                reasons.append(f"{spec.backend_id}: {availability.reason}")
+    return reasons
 
 
 class BackendRegistry:

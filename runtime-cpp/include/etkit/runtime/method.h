@@ -45,6 +45,10 @@ class Method final {
   /// InvalidState if an input without planned memory was never set.
   Error execute();
 
+  /// Empty for a method loaded from its own plan; for a fallback twin (see kFallbackMethodSuffix), why
+  /// the primary plan could not load, e.g. "program needs backend 'X' which is not registered ...".
+  const char* fallback_reason() const;
+
   /// Number of values and value i (for tools and tests).
   size_t values_size() const;
   const EValue& get_value(size_t index) const;

@@ -30,6 +30,15 @@ namespace etkit::runtime {
 class Method;
 class ProgramData;
 
+/// Suffix of a method's fallback twin: an execution plan named "<method>#fallback" is the same method
+/// lowered without the backends that exist only on some platforms (written by
+/// `ExecutorchBackendConfig(delegate_fallback=True)`; docs/fallback.md). ExecuTorch sees it as one more
+/// method; etkit's runtime hides it from method lists and loads it when the primary plan cannot load.
+inline constexpr const char kFallbackMethodSuffix[] = "#fallback";
+
+/// True if `name` ends with kFallbackMethodSuffix.
+bool is_fallback_method_name(const char* name);
+
 /// Shape and dtype of one method input or output tensor, as planned in the .pte.
 struct TensorInfo {
   ScalarType scalar_type;
@@ -96,6 +105,8 @@ class Program final {
   /// Errors: InvalidArgument (unknown method), OperatorMissing (kernel not registered: message names
   /// the op), NotFound (backend not registered: message names it and says to install/link its plugin),
   /// InvalidProgram, MemoryAllocationFailed, or whatever a backend's init() returns.
+  /// When a delegate's backend is missing or unavailable (NotFound/NotSupported) and the program has a
+  /// "<method>#fallback" plan, that plan is loaded instead; Method::fallback_reason() then says why.
   Result<Method> load_method(const char* method_name) const;
 
   /// The program's named data (Program.named_data), or null when there is none.
@@ -111,6 +122,7 @@ class Program final {
 
  private:
   explicit Program(std::unique_ptr<ProgramData> data);
+  Result<Method> load_plan(const char* method_name) const;
   std::unique_ptr<ProgramData> data_;
 };
 

@@ -1,0 +1,63 @@
+"""Entry point of the etkit-coreml plugin (group ``etkit.backends``; docs/plugins.md).
+
+Light on purpose: no torch or coremltools import here.
+"""
+from __future__ import annotations
+
+import platform
+
+import pluggy
+
+from etkit.plugins.spec import Availability, BackendSpec
+
+hookimpl = pluggy.HookimplMarker("etkit")
+
+#: Backend id stored in the .pte (ExecuTorch's id for Core ML).
+BACKEND_ID = "CoreMLBackend"
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("etkit-coreml")
+    except Exception:  # source checkout without an installed distribution
+        return "unknown"
+
+
+def unavailable_reason(system: str | None = None) -> str:
+    """Why Core ML cannot run here; the sentence users see when they load a Core ML method."""
+    system = system or platform.system()
+    if system == "Darwin":
+        return ("the Core ML delegate is not built into this Python runtime; run the .pte with a native runner "
+                "built on macOS (etkit runner build --backends coreml)")
+    return (f"Core ML delegate is not available on this platform ({system}); re-lower without CoreMLPartitioner "
+            f"or run on macOS/iOS")
+
+
+def availability() -> Availability:
+    """Core ML exists only on Apple platforms; lowering works everywhere, running never does here."""
+    return Availability(False, unavailable_reason())
+
+
+@hookimpl
+def etkit_register_backends(register) -> None:
+    """Register ``CoreMLBackend``: preprocess, partitioner and quantizer; no runtime off Apple platforms."""
+    register(BackendSpec(
+        backend_id=BACKEND_ID,
+        backend_details="etkit_coreml.preprocess:CoreMLBackend",
+        partitioners={"CoreMLPartitioner": "etkit_coreml.partitioner:CoreMLPartitioner"},
+        quantizers={"CoreMLQuantizer": "etkit_coreml.quantizer:CoreMLQuantizer"},
+        runtime_module=None,
+        plugin_api="1.0",
+        version=_version(),
+        availability=availability,
+        runs_everywhere=False,
+    ))
+
+
+@hookimpl
+def etkit_conformance_tolerance(backend_id: str, dtype):
+    """Core ML computes in fp16 by default (compute_precision=FLOAT16)."""
+    if backend_id == BACKEND_ID:
+        return (5e-2, 5e-2)
+    return None
