@@ -70,6 +70,19 @@ def tag_constant_data(ep: ExportedProgram) -> None:
             node.meta[DELEGATION_TAG] = tags.pop()
 
 
+def is_delegate_call(node: torch.fx.Node) -> bool:
+    """True for a call of an already-lowered delegate (``executorch_call_delegate``) or a ``getitem`` of
+    one: nodes an earlier partitioner took, which a later partitioner neither takes nor reports."""
+    import operator
+
+    from .delegate import executorch_call_delegate
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    return node.target is executorch_call_delegate
+
+
 def node_target_name(node: torch.fx.Node) -> str:
     """A readable op name for reports: ``aten.convolution.default``."""
     target = node.target

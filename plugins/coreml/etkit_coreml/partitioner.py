@@ -22,8 +22,9 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from etkit.backend import (DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
                            Rejection)
-from etkit.backend.utils import is_constant, node_target_name, tag_constant_data
+from etkit.backend.utils import is_constant, is_delegate_call, node_target_name, tag_constant_data
 
+from ._quiet import import_coremltools
 from .compile_specs import COMPILE_SPEC_KEYS
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ class CoreMLPartitioner(Partitioner):
 
     def rejection(self, node: torch.fx.Node) -> Optional[Rejection]:
         """``None`` if Core ML can take ``node`` (an operator call), else why not."""
+        import_coremltools()
         from coremltools.converters.mil.frontend.torch import is_torch_fx_node_supported
 
         name = node_target_name(node)
@@ -149,7 +151,7 @@ class CoreMLPartitioner(Partitioner):
         ep = exported_program
         supported, rejected = set(), []
         for node in ep.graph.nodes:
-            if node.op != "call_function":
+            if node.op != "call_function" or is_delegate_call(node):
                 continue
             r = self.rejection(node)
             if r is None:

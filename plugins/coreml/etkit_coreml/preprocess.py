@@ -11,8 +11,6 @@ Seed page: "Core ML Backend"; payload layout: the ``executorch`` wheel's
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import platform
 import tempfile
@@ -26,6 +24,8 @@ from etkit.backend import BackendDetails, CompileSpec, PreprocessResult
 from . import compile_specs as specs
 from .compile_specs import MODEL_TYPE
 from .enumerated_shapes import coreml_inputs, generate_enumerated_shapes_compile_spec
+from ._quiet import import_coremltools
+from ._quiet import quiet as _quiet
 from .payload import inmemoryfs, model_package
 
 logger = logging.getLogger(__name__)
@@ -33,17 +33,6 @@ logger = logging.getLogger(__name__)
 
 class CoreMLConversionError(RuntimeError):
     """coremltools could not convert a partition; the message carries coremltools' own error."""
-
-
-@contextlib.contextmanager
-def _quiet():
-    """coremltools prints progress bars and version warnings on every conversion: keep them out of the
-    user's terminal (they are still logged at DEBUG)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        yield
-    if out.getvalue() or err.getvalue():
-        logger.debug("coremltools: %s%s", out.getvalue(), err.getvalue())
 
 
 def spell_out_default_args(edge_program: ExportedProgram) -> None:
@@ -82,7 +71,7 @@ def convert_to_mlmodel(edge_program: ExportedProgram, compile_specs: Sequence[Co
         CoreMLConversionError: coremltools failed (its message is included).
         etkit_coreml.compile_specs.CompileSpecError: a compile spec cannot be read.
     """
-    import coremltools as ct
+    ct = import_coremltools()
 
     target = specs.minimum_deployment_target(compile_specs)
     emap = specs.enumerated_shapes_json(compile_specs)

@@ -20,7 +20,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from etkit.backend import (DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
                            Rejection)
-from etkit.backend.utils import node_target_name, tag_constant_data
+from etkit.backend.utils import is_delegate_call, node_target_name, tag_constant_data
 
 from ..preprocess import BACKEND_ID
 from .config_base import ConfigPrecisionType, XnnpackOpConfig, is_constant, reset_constants
@@ -133,7 +133,7 @@ class XnnpackPartitioner(Partitioner):
         supported, rejected = set(), []
         const_derived = []
         for node in ep.graph.nodes:
-            if node.op != "call_function":
+            if node.op != "call_function" or is_delegate_call(node):
                 continue
             if is_constant(node, ep):
                 # Folded by preprocess whatever its op (a permute or dequantize of a weight), so no
