@@ -65,6 +65,20 @@ def _tensor_dtypes(node: torch.fx.Node):
                 yield v.dtype
 
 
+def _registered_with_namespace(node: torch.fx.Node) -> bool:
+    """coremltools registers some non-ATen ops only under ``namespace.name`` (``quantized_decomposed.
+    dequantize_per_tensor``), while its own check looks up the bare ``__name__`` (ExecuTorch's edge ops
+    carry the namespace in it; torch's ``OpOverload`` does not)."""
+    from coremltools.converters.mil.frontend.torch.torch_op_registry import _TORCH_OPS_REGISTRY
+
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace in ("aten", "prim"):
+        return False
+    names = getattr(_TORCH_OPS_REGISTRY, "name_to_func_mapping", {})
+    base = target._schema.name.split("::")[-1]
+    return f"{target.namespace}.{base}" in names or f"{target.namespace}::{base}" in names
+
+
 def _is_view(op) -> bool:
     args = op._schema.arguments
     return bool(args) and args[0].alias_info is not None and not args[0].alias_info.is_write
@@ -129,7 +143,7 @@ class CoreMLPartitioner(Partitioner):
                 (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")) is None:
             return Rejection(node.name, name, "dim=None (a reduction over the flattened input) crashes Core ML")
         try:
-            supported = is_torch_fx_node_supported(node)
+            supported = is_torch_fx_node_supported(node) or _registered_with_namespace(node)
         except Exception as exc:  # the registry asserts on in-place ops
             return Rejection(node.name, name, f"coremltools cannot check it: {exc}")
         if not supported:

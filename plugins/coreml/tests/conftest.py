@@ -16,3 +16,9 @@ if importlib.util.find_spec("etkit_coreml") is None:
     sys.path.insert(0, str(PLUGIN_ROOT))
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+
+def pytest_configure(config):
+    # coremltools warns about its own deprecated registry API and numpy casts on every conversion
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:coremltools.*")
+    config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:coremltools.*")
