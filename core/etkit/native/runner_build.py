@@ -55,8 +55,11 @@ def resolve_backends(names: Sequence[str]):
                                    f"plugin, then check `etkit backends`")
         for spec in matches:
             if not (spec.cmake_package and spec.register_function):
+                availability = spec.is_available()
+                why = "" if availability else f" ({availability.reason})"
                 raise NativeBuildError(f"backend {spec.backend_id!r} declares no native library (cmake_package / "
-                                       f"register_function in its BackendSpec), so it cannot be linked into a runner")
+                                       f"register_function in its BackendSpec), so it cannot be linked into a "
+                                       f"runner{why}")
             if spec not in specs:
                 specs.append(spec)
     return specs

@@ -84,3 +84,25 @@ def test_fallback_needs_the_exported_program():
     lowered = edge.to_backend(CoreMLPartitioner()).transform([lambda gm: gm])
     with pytest.raises(ValueError, match="to_edge_transform_and_lower"):
         lowered.to_executorch(ExecutorchBackendConfig(delegate_fallback=True))
+
+
+def test_native_runner_runs_the_twin_too(mobilenet, tmp_path):
+    """The fallback lives in the C++ runtime (Program::load_method), so etkit_runner gets it as well."""
+    import numpy as np
+
+    from coreml_helpers import REPO_ROOT
+
+    runner = REPO_ROOT / "build" / "native" / "runner" / "etkit_runner"
+    assert runner.exists(), f"{runner} is missing: run `make native` first"
+    model, inputs, manager = mobilenet
+    path = tmp_path / "mv2_everywhere.pte"
+    manager.to_executorch(ExecutorchBackendConfig(delegate_fallback=True)).write_to_file(path)
+    np.save(tmp_path / "x.npy", inputs[0][0].numpy())
+    proc = subprocess.run([str(runner), "--model_path", str(path), "--input", str(tmp_path / "x.npy"),
+                           "--output_prefix", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with torch.no_grad():
+        expected = model(*inputs[0])
+    actual = torch.from_numpy(np.load(tmp_path / "out0.npy"))
+    spread = (expected.max() - expected.min()).item()
+    torch.testing.assert_close(actual, expected, atol=1e-4 * spread, rtol=0)
