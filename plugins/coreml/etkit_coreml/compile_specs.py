@@ -16,6 +16,9 @@ key                         value (UTF-8)
 ``enumerated_shapes``       JSON list of ``[symbolic shape, [enumerated shape, ...]]`` pairs (see
                             :mod:`etkit_coreml.enumerated_shapes`)
 ``pass_pipeline``           JSON list of coremltools MIL pass names
+``op_palettizer_config``    (etkit) JSON of ``coremltools.optimize.coreml.OpPalettizerConfig`` fields;
+                            ExecuTorch has no such key, and its runtime ignores it (the payload is
+                            an ordinary ML Program with ``constexpr_lut_to_dense`` weights)
 =========================== ==========================================================================
 
 Seed page: "Core ML Backend" (executorch-docs), section "Partitioner API".
@@ -37,6 +40,7 @@ class COMPILE_SPEC_KEYS(enum.Enum):  # noqa: N801 - ExecuTorch's name
     OP_LINEAR_QUANTIZER_CONFIG = "op_linear_quantizer_config"
     ENUMERATED_SHAPES = "enumerated_shapes"
     PASS_PIPELINE = "pass_pipeline"
+    OP_PALETTIZER_CONFIG = "op_palettizer_config"
 
 
 class MODEL_TYPE(enum.Enum):  # noqa: N801 - ExecuTorch's name
@@ -87,13 +91,21 @@ def op_linear_quantizer_config_spec(config: dict) -> CompileSpec:
     return CompileSpec(COMPILE_SPEC_KEYS.OP_LINEAR_QUANTIZER_CONFIG.value, json.dumps(config).encode())
 
 
+def op_palettizer_config_spec(config: dict) -> CompileSpec:
+    """``op_palettizer_config`` (etkit's addition): a dict of ``OpPalettizerConfig`` fields, e.g.
+    ``{"mode": "kmeans", "nbits": 4, "granularity": "per_tensor"}``: weights become look-up tables
+    (palettization, seed page "Quantization" of Core ML) applied after conversion."""
+    return CompileSpec(COMPILE_SPEC_KEYS.OP_PALETTIZER_CONFIG.value, json.dumps(config).encode())
+
+
 def pass_pipeline_spec(pass_names: Sequence[str]) -> CompileSpec:
     return CompileSpec(COMPILE_SPEC_KEYS.PASS_PIPELINE.value, json.dumps(list(pass_names)).encode())
 
 
 def generate_compile_specs(compute_unit=None, minimum_deployment_target=None, compute_precision=None,
                            model_type: MODEL_TYPE = MODEL_TYPE.MODEL, op_linear_quantizer_config: Optional[dict] = None,
-                           pass_names: Optional[Sequence[str]] = None) -> list[CompileSpec]:
+                           pass_names: Optional[Sequence[str]] = None,
+                           op_palettizer_config: Optional[dict] = None) -> list[CompileSpec]:
     """The compile specs of one Core ML delegate, with ExecuTorch's defaults: ``ComputeUnit.ALL``,
     coremltools' default deployment target, ``precision.FLOAT16``, ``MODEL_TYPE.MODEL``."""
     import coremltools as ct
@@ -108,6 +120,8 @@ def generate_compile_specs(compute_unit=None, minimum_deployment_target=None, co
         specs.append(op_linear_quantizer_config_spec(op_linear_quantizer_config))
     if pass_names is not None:
         specs.append(pass_pipeline_spec(pass_names))
+    if op_palettizer_config is not None:
+        specs.append(op_palettizer_config_spec(op_palettizer_config))
     return specs
 
 
@@ -175,6 +189,10 @@ def _json(specs: Sequence[CompileSpec], key: COMPILE_SPEC_KEYS):
 
 def op_linear_quantizer_config(specs: Sequence[CompileSpec]) -> Optional[dict]:
     return _json(specs, COMPILE_SPEC_KEYS.OP_LINEAR_QUANTIZER_CONFIG)
+
+
+def op_palettizer_config(specs: Sequence[CompileSpec]) -> Optional[dict]:
+    return _json(specs, COMPILE_SPEC_KEYS.OP_PALETTIZER_CONFIG)
 
 
 def pass_pipeline(specs: Sequence[CompileSpec]) -> Optional[list]:

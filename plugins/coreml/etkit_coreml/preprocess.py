@@ -91,7 +91,29 @@ def convert_to_mlmodel(edge_program: ExportedProgram, compile_specs: Sequence[Co
     config = specs.op_linear_quantizer_config(compile_specs)
     if config is not None:
         mlmodel = compress_weights(mlmodel, config)
+    palette = specs.op_palettizer_config(compile_specs)
+    if palette is not None:
+        mlmodel = palettize_weights(mlmodel, palette)
     return mlmodel
+
+
+def palettize_weights(mlmodel, config: dict):
+    """Replace weights by look-up tables (``OpPalettizerConfig`` fields in ``config``; embedding tables
+    (``gather`` inputs) left alone).
+
+    Raises:
+        CoreMLConversionError: coremltools rejected the config or the model.
+    """
+    import coremltools.optimize as cto
+
+    try:
+        op_config = cto.coreml.OpPalettizerConfig(**config)
+        opt = cto.coreml.OptimizationConfig(global_config=op_config, op_type_configs={"gather": None})
+        with _quiet():
+            return cto.coreml.palettize_weights(mlmodel, config=opt)
+    except Exception as exc:
+        raise CoreMLConversionError(f"palettization with op_palettizer_config={config} failed: "
+                                    f"{type(exc).__name__}: {exc}") from exc
 
 
 def compress_weights(mlmodel, config: dict):
@@ -149,6 +171,7 @@ class CoreMLBackend(BackendDetails):
     generate_model_type_compile_spec = staticmethod(specs.model_type_spec)
     generate_op_linear_quantizer_config_compile_spec = staticmethod(specs.op_linear_quantizer_config_spec)
     generate_pass_pipeline_compile_spec = staticmethod(specs.pass_pipeline_spec)
+    generate_op_palettizer_config_compile_spec = staticmethod(specs.op_palettizer_config_spec)
     generate_enumerated_shapes_compile_spec = staticmethod(generate_enumerated_shapes_compile_spec)
 
     @staticmethod

@@ -100,3 +100,18 @@ def test_op_linear_quantizer_config_stores_int8_weights():
     quantized = [op for op in program_ops(spec) if op.type in producers]
     data = {dtype_name(op.inputs["data"].arguments[0].value.type) for op in quantized}
     assert len(quantized) == 2 and data == {"INT8"}, (data, [op.type for op in quantized])
+
+
+def test_op_palettizer_config_stores_4bit_lookup_tables():
+    model = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64)).eval()
+    specs = CoreMLBackend.generate_compile_specs(
+        minimum_deployment_target=ct.target.iOS18,
+        op_palettizer_config={"mode": "kmeans", "nbits": 4, "granularity": "per_tensor"})
+    manager = lower(model, (torch.randn(2, 256),), [CoreMLPartitioner(compile_specs=specs)])
+    spec, _ = _single_payload_spec(manager)
+    weights = weight_of(spec, "linear")
+    assert [s for s, _, _ in weights] == [(128, 256), (64, 128)]
+    assert {p for _, _, p in weights} == {"constexpr_lut_to_dense"}
+    luts = [op for op in program_ops(spec) if op.type == "constexpr_lut_to_dense"]
+    indices = {dtype_name(op.inputs["indices"].arguments[0].value.type) for op in luts}
+    assert indices == {"UINT4"}, indices
