@@ -15,15 +15,8 @@ from etkit.backend import DelegationSpec, PartitionReport, Rejection
 from etkit.conformance import checks
 from etkit.conformance.cases import CASES
 from etkit.plugins import PluginError, get_plugin_manager, hookimpl
-from tests.core.toy_backend import TOY_ID, ToyPlugin
-
-
-@pytest.fixture
-def toy():
-    manager = get_plugin_manager()
-    manager.add_plugin(ToyPlugin(), name="toy")
-    yield manager
-    manager.remove_plugin("toy")
+from tests.core.conftest import toy_plugin  # noqa: F401 - the fixture
+from tests.core.toy_backend import TOY_ID
 
 
 class _Loose:
@@ -34,21 +27,21 @@ class _Loose:
         return None
 
 
-def test_backend_is_found_by_id_or_plugin_name(toy):
+def test_backend_is_found_by_id_or_plugin_name(toy_plugin):
     assert checks.resolve_backend(TOY_ID).plugin == "toy"
     by_plugin = checks.resolve_backend("toy")
     assert by_plugin.backend_id == TOY_ID and by_plugin.partitioner_name == "ToyPartitioner"
     assert by_plugin.new_partitioner().delegation_spec.backend_id == TOY_ID
 
 
-def test_unknown_backend_lists_the_installed_ones(toy):
+def test_unknown_backend_lists_the_installed_ones(toy_plugin):
     with pytest.raises(checks.ConformanceUsageError, match=rf"no installed backend.*{TOY_ID} \(plugin toy\)"):
         checks.resolve_backend("nosuchbackend")
     with pytest.raises(checks.ConformanceUsageError, match="has partitioners ToyPartitioner"):
         checks.resolve_backend(TOY_ID, partitioner="Other")
 
 
-def test_tolerance_defaults_and_the_hook(toy):
+def test_tolerance_defaults_and_the_hook(toy_plugin):
     assert checks.tolerance(TOY_ID, torch.float32) == (1e-4, 1e-4)
     assert checks.tolerance(TOY_ID, torch.int64) == (0.0, 0.0)
     manager = get_plugin_manager()
@@ -61,7 +54,7 @@ def test_tolerance_defaults_and_the_hook(toy):
         manager.remove_plugin("loose")
 
 
-def test_a_malformed_tolerance_is_a_plugin_error(toy):
+def test_a_malformed_tolerance_is_a_plugin_error(toy_plugin):
     class Bad:
         @hookimpl
         def etkit_conformance_tolerance(self, backend_id, dtype):
