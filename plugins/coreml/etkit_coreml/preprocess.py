@@ -97,9 +97,10 @@ def convert_to_mlmodel(edge_program: ExportedProgram, compile_specs: Sequence[Co
     return mlmodel
 
 
-def palettize_weights(mlmodel, config: dict):
-    """Replace weights by look-up tables (``OpPalettizerConfig`` fields in ``config``; embedding tables
-    (``gather`` inputs) left alone).
+
+def _optimize_weights(mlmodel, config: dict, config_class: str, function: str, key: str):
+    """Apply one of ``coremltools.optimize.coreml``'s weight optimizations to every op but ``gather``
+    (embedding tables are left alone, as ExecuTorch does).
 
     Raises:
         CoreMLConversionError: coremltools rejected the config or the model.
@@ -107,32 +108,24 @@ def palettize_weights(mlmodel, config: dict):
     import coremltools.optimize as cto
 
     try:
-        op_config = cto.coreml.OpPalettizerConfig(**config)
+        op_config = getattr(cto.coreml, config_class)(**config)
         opt = cto.coreml.OptimizationConfig(global_config=op_config, op_type_configs={"gather": None})
         with _quiet():
-            return cto.coreml.palettize_weights(mlmodel, config=opt)
+            return getattr(cto.coreml, function)(mlmodel, config=opt)
     except Exception as exc:
-        raise CoreMLConversionError(f"palettization with op_palettizer_config={config} failed: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+        raise CoreMLConversionError(f"{function} with {key}={config} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def compress_weights(mlmodel, config: dict):
-    """Linear-quantize the model's weights (``OpLinearQuantizerConfig`` fields in ``config``), leaving
-    embedding tables (``gather`` inputs) alone as ExecuTorch does.
+    """Linear-quantize the weights (``OpLinearQuantizerConfig`` fields in ``config``, e.g. int8 or int4,
+    per channel or per block)."""
+    return _optimize_weights(mlmodel, config, "OpLinearQuantizerConfig", "linear_quantize_weights",
+                             "op_linear_quantizer_config")
 
-    Raises:
-        CoreMLConversionError: coremltools rejected the config or the model.
-    """
-    import coremltools.optimize as cto
 
-    try:
-        op_config = cto.coreml.OpLinearQuantizerConfig(**config)
-        opt = cto.coreml.OptimizationConfig(global_config=op_config, op_type_configs={"gather": None})
-        with _quiet():
-            return cto.coreml.linear_quantize_weights(mlmodel, config=opt)
-    except Exception as exc:
-        raise CoreMLConversionError(f"weight compression with op_linear_quantizer_config={config} failed: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+def palettize_weights(mlmodel, config: dict):
+    """Replace the weights by look-up tables (``OpPalettizerConfig`` fields in ``config``)."""
+    return _optimize_weights(mlmodel, config, "OpPalettizerConfig", "palettize_weights", "op_palettizer_config")
 
 
 def payload_from_mlmodel(mlmodel, model_type: MODEL_TYPE = MODEL_TYPE.MODEL) -> PreprocessResult:
