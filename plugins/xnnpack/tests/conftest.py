@@ -6,7 +6,6 @@ in-process when no installed entry point provides it (source checkout).
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -17,12 +16,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "oracle"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-HAVE_FB = importlib.util.find_spec("etkit_xnnpack.fb") is not None
-requires_fb = pytest.mark.skipif(
-    not HAVE_FB, reason="etkit_xnnpack.fb (generated from schema/xnnpack_graph.fbs at build time) is missing; "
-                        "build/install the plugin: pip install plugins/xnnpack")
-
 
 @pytest.fixture(scope="session", autouse=True)
 def _register_plugin():

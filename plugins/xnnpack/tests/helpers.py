@@ -1,7 +1,15 @@
 """Shared helpers for the etkit-xnnpack tests: register the plugin in-process, lower a model, read payloads."""
 from __future__ import annotations
 
+import importlib.util
+
+import pytest
 import torch
+
+HAVE_FB = importlib.util.find_spec("etkit_xnnpack.fb") is not None
+requires_fb = pytest.mark.skipif(
+    not HAVE_FB, reason="etkit_xnnpack.fb (generated from schema/xnnpack_graph.fbs at build time) is missing; "
+                        "build/install the plugin: pip install plugins/xnnpack")
 
 
 class Fn(torch.nn.Module):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import requires_fb
+from helpers import requires_fb
 from helpers import lower
 
 pytestmark = requires_fb

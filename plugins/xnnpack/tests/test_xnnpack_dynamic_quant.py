@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import requires_fb
+from helpers import requires_fb
 from helpers import lowered_modules, parse_payload
 
 pytestmark = requires_fb

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import requires_fb
+from helpers import requires_fb
 from helpers import lower
 
 EXECUTORCH_1_5_TARGETS = {

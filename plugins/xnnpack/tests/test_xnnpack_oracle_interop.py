@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import requires_fb
+from helpers import requires_fb
 from helpers import lower, lowered_modules, node_kind_names, parse_payload
 from oracle_models import BUILDERS
 from oracle_runner import oracle_pythonpath, run_model_with_payload, run_payloads

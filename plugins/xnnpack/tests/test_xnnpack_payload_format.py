@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import requires_fb
+from helpers import requires_fb
 from etkit_xnnpack.serialization.payload import (CONSTANT_ALIGNMENT, HEADER_LENGTH, XnnHeader, assemble_payload,
                                                  split_payload)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import requires_fb
+from helpers import requires_fb
 from helpers import node_kind_names, parse_payload, to_edge_program
 from oracle_models import conv_block
 

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from conftest import requires_fb
+from helpers import requires_fb
 from helpers import lower
 from oracle_models import BUILDERS
 

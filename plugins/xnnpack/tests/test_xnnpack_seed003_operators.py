@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import requires_fb
+from helpers import requires_fb
 from helpers import Fn, lower, lowered_modules, node_kind_names, parse_payload
 from helpers import seeded_randn as _randn
 

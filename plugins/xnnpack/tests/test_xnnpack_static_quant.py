@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import requires_fb
+from helpers import requires_fb
 from helpers import Fn, lowered_modules, parse_payload
 from helpers import seeded_randn as _randn
 
