@@ -49,10 +49,30 @@ def _runs_here(requirements) -> str:
         backends = set(runtime.backend_registry.registered_backend_names)
     except ImportError as exc:
         return f"runs here: unknown (etkit's runtime is not importable: {exc})"
-    problems = requirements.missing(kernels, backends)
+    from .fallback import FALLBACK_SUFFIX
+    reasons = {}
+    try:
+        from .plugins.manager import get_backend_specs
+        for spec in get_backend_specs():
+            availability = spec.is_available()
+            if not availability:
+                reasons[spec.backend_id] = availability.reason
+    except Exception:  # plugin discovery broken: generic advice only
+        pass
+    problems, notes = [], []
+    for method in requirements.methods:
+        if method.endswith(FALLBACK_SUFFIX):
+            continue
+        missing = requirements.for_method(method).missing(kernels, backends, reasons)
+        twin = method + FALLBACK_SUFFIX
+        if missing and twin in requirements.methods and not requirements.for_method(twin).missing(kernels, backends):
+            notes.append(f"  - method '{method}' runs its fallback plan '{twin}' here, because: " + "; ".join(missing))
+        else:
+            problems += missing
+    problems = list(dict.fromkeys(problems))
     if not problems:
         return (f"runs here: yes ({len(requirements.kernels)} kernel(s) and backend(s) "
-                f"{sorted(requirements.backends) or 'none'} are all available)")
+                f"{sorted(requirements.backends) or 'none'} known; every method can load)\n" + "\n".join(notes)).rstrip()
     return "runs here: no\n" + "\n".join(f"  - {p}" for p in problems)
 
 

@@ -8,6 +8,7 @@ with the running installation, and the selective build lists the kernels a progr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from etkit.serialize.program_flatbuffer import as_bytes
 from etkit.serialize.pte import read_layout
@@ -26,15 +27,25 @@ class ProgramRequirements:
 
     kernels: dict[str, list[str]] = field(default_factory=dict)
     backends: dict[str, list[str]] = field(default_factory=dict)
+    #: every execution plan's name, in file order (fallback twins, ``"<method>#fallback"``, included).
+    methods: list[str] = field(default_factory=list)
 
-    def missing(self, kernels: set[str], backends: set[str]) -> list[str]:
+    def for_method(self, method: str) -> "ProgramRequirements":
+        """The requirements of one execution plan only."""
+        def only(table: dict) -> dict:
+            return {k: [method] for k, users in table.items() if method in users}
+        return ProgramRequirements(only(self.kernels), only(self.backends), [method])
+
+    def missing(self, kernels: set[str], backends: set[str], reasons: Optional[dict] = None) -> list[str]:
         """One sentence per requirement not in ``kernels`` / ``backends`` (what is registered in a
-        runtime), saying what to do about it; empty when the program can load."""
+        runtime), saying what to do about it; empty when the program can load. ``reasons`` maps a backend
+        id to why its installed plugin cannot run here (``BackendSpec.is_available``)."""
         problems = []
         for backend in sorted(set(self.backends) - backends):
+            why = (reasons or {}).get(backend) or ("install the etkit plugin that provides it, or re-lower the "
+                                                   "model without that backend's partitioner")
             problems.append(f"backend {backend!r} (used by {', '.join(self.backends[backend])}) is not available "
-                            f"here: install the etkit plugin that provides it, or re-lower the model without "
-                            f"that backend's partitioner")
+                            f"here: {why}")
         for kernel in sorted(set(self.kernels) - kernels):
             problems.append(f"kernel {kernel!r} (used by {', '.join(self.kernels[kernel])}) has no implementation "
                             f"here: re-lower so a backend takes the op, or link a kernel library that provides it")
@@ -51,6 +62,7 @@ def program_requirements(data: bytes) -> ProgramRequirements:
     req = ProgramRequirements()
     for plan in program.executionPlan or []:
         method = _text(plan.name)
+        req.methods.append(method)
         for op in plan.operators or []:
             name, overload = _text(op.name), _text(op.overload)
             req.kernels.setdefault(f"{name}.{overload}" if overload else name, []).append(method)
