@@ -106,3 +106,20 @@ def test_native_runner_runs_the_twin_too(mobilenet, tmp_path):
     actual = torch.from_numpy(np.load(tmp_path / "out0.npy"))
     spread = (expected.max() - expected.min()).item()
     torch.testing.assert_close(actual, expected, atol=1e-4 * spread, rtol=0)
+
+
+def test_inspect_says_which_plan_runs_here(mobilenet, tmp_path):
+    _, _, manager = mobilenet
+    plain, twin = tmp_path / "plain.pte", tmp_path / "twin.pte"
+    manager.to_executorch().write_to_file(plain)
+    manager.to_executorch(ExecutorchBackendConfig(delegate_fallback=True)).write_to_file(twin)
+
+    def inspect(path):
+        return subprocess.run([sys.executable, "-m", "etkit", "inspect", str(path)], capture_output=True, text=True,
+                              check=True).stdout
+
+    out = inspect(plain)
+    assert "runs here: no" in out and LINUX_MESSAGE in out
+    out = inspect(twin)
+    assert "runs here: yes" in out
+    assert "method 'forward' runs its fallback plan 'forward#fallback' here" in out and LINUX_MESSAGE in out
