@@ -26,7 +26,7 @@ def _block(marker: str) -> str:
 
 def test_readme_python_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    exec(compile(_block("mobilenet_v2"), str(README), "exec"), {"__name__": "readme_example"})
+    exec(compile(_block('write_to_file("model.pte")'), str(README), "exec"), {"__name__": "readme_example"})
     assert (tmp_path / "model.pte").read_bytes()[4:8] == b"ET12"
 
 

@@ -115,3 +115,21 @@ def test_op_palettizer_config_stores_4bit_lookup_tables():
     luts = [op for op in program_ops(spec) if op.type == "constexpr_lut_to_dense"]
     indices = {dtype_name(op.inputs["indices"].arguments[0].value.type) for op in luts}
     assert indices == {"UINT4"}, indices
+
+
+def test_readme_core_ml_example_runs(tmp_path, monkeypatch):
+    """The README's Core ML example, as written."""
+    import re
+
+    from coreml_helpers import REPO_ROOT
+
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", (REPO_ROOT / "README.md").read_text(), re.S)
+              if "CoreMLPartitioner(compile_specs=specs)" in b]
+    assert len(blocks) == 1, "README.md should have one Core ML python example"
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "readme_example"}
+    exec(compile(blocks[0], "README.md", "exec"), scope)
+    data = (tmp_path / "mv2_coreml.pte").read_bytes()
+    assert data[4:8] == b"ET12"
+    (report,) = scope["edge"].partition_reports["forward"]
+    assert report.backend_id == "CoreMLBackend" and report.num_partitions == 1 and not report.rejected
