@@ -123,3 +123,20 @@ def test_inspect_says_which_plan_runs_here(mobilenet, tmp_path):
     out = inspect(twin)
     assert "runs here: yes" in out
     assert "method 'forward' runs its fallback plan 'forward#fallback' here" in out and LINUX_MESSAGE in out
+
+
+def test_docs_fallback_example_runs(tmp_path, monkeypatch):
+    """docs/fallback.md's example, as written: on Linux the twin runs and matches eager."""
+    import re
+
+    from coreml_helpers import REPO_ROOT
+
+    (block,) = re.findall(r"```python\n(.*?)```", (REPO_ROOT / "docs" / "fallback.md").read_text(), re.S)
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "docs_example"}
+    exec(compile(block, "docs/fallback.md", "exec"), scope)
+    assert scope["method"].fallback_reason and "CoreMLBackend" in scope["method"].fallback_reason
+    with torch.no_grad():
+        expected = scope["model"](scope["x"])
+    spread = (expected.max() - expected.min()).item()
+    torch.testing.assert_close(scope["y"], expected, atol=1e-4 * spread, rtol=0)
