@@ -81,7 +81,7 @@ $(VENV)/.stamp-install-xnnpack: $(XNNPACK_NATIVE_SRCS) $(VENV)/.stamp-install-co
 # The Core ML plugin is pure Python here (its Objective-C++ delegate builds only on Apple platforms);
 # installing it pulls coremltools from PyPI.
 $(VENV)/.stamp-install-coreml: plugins/coreml/pyproject.toml $(VENV)/.stamp-install-core
-	$(PIP) install -q --no-build-isolation -e plugins/coreml
+	flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/coreml
 	@touch $@
 
 # ---- standalone CMake tree for the native runner and the C++ tests -------------------------------

@@ -16,6 +16,10 @@ namespace {
 
 constexpr size_t kTempArenaBytes = 1 << 20;  // scratch for kernels/delegates, reset per instruction
 
+// Set when the last load_plan on this thread failed because a delegate's backend is not registered or
+// not available: the only failures a "#fallback" plan stands in for.
+thread_local bool t_backend_missing = false;
+
 /// Heap-backed allocator for load-time state (delegate handles, metadata); frees everything on destruction.
 class LoadTimeAllocator final : public MemoryAllocator {
  public:
@@ -388,11 +392,13 @@ Error MethodState::init_delegates(const NamedDataMap* named) {
     const char* id = d->id()->c_str();
     BackendInterface* backend = get_backend(id);
     if (backend == nullptr) {
+      t_backend_missing = true;
       return set_error(Error::NotFound,
                        "program needs backend '%s' which is not registered in this runtime; install/link its plugin",
                        id);
     }
     if (!backend->is_available()) {
+      t_backend_missing = true;
       return set_error(Error::NotSupported, "backend '%s' is registered but not available on this machine", id);
     }
     FreeableBuffer processed;
@@ -641,9 +647,10 @@ bool is_fallback_method_name(const char* name) {
 }
 
 Result<Method> Program::load_method(const char* method_name) const {
+  t_backend_missing = false;
   Result<Method> primary = load_plan(method_name);
   if (primary.ok() || method_name == nullptr || is_fallback_method_name(method_name)) return primary;
-  if (primary.error() != Error::NotFound && primary.error() != Error::NotSupported) return primary;
+  if (!t_backend_missing) return primary;  // any other failure is reported as is
   std::string twin = std::string(method_name) + kFallbackMethodSuffix;
   if (!has_plan(data_->program, twin)) return primary;
   std::string why = last_error_message();

@@ -96,6 +96,12 @@ def resolve_backend(name: str, partitioner: Optional[str] = None, atol: Optional
     return BackendUnderTest(spec, registry.owner(spec.backend_id), chosen, atol, rtol)
 
 
+def default_tolerance(dtype) -> tuple[float, float]:
+    """``(atol, rtol)`` the suite uses unless a backend declares its own: :data:`DEFAULT_TOLERANCES`,
+    exact for other dtypes (also the tolerance of programs that run on the portable kernels only)."""
+    return DEFAULT_TOLERANCES.get(str(dtype).replace("torch.", ""), (0.0, 0.0))
+
+
 def tolerance(backend_id: str, dtype) -> tuple[float, float]:
     """``(atol, rtol)`` for comparing an output of ``dtype`` with eager: the backend's declaration
     (hook ``etkit_conformance_tolerance``) or :data:`DEFAULT_TOLERANCES` (exact for other dtypes).
@@ -115,7 +121,7 @@ def tolerance(backend_id: str, dtype) -> tuple[float, float]:
             raise PluginError(f"etkit_conformance_tolerance for {backend_id} returned {declared!r}; expected "
                               f"(atol, rtol) with both >= 0, or None")
         return atol, rtol
-    return DEFAULT_TOLERANCES.get(str(dtype).replace("torch.", ""), (0.0, 0.0))
+    return default_tolerance(dtype)
 
 
 # ------------------------------------------------------------------------------------------------ lowering

@@ -68,8 +68,7 @@ def _compare(backend, outputs, expected, what: str, portable: bool = False) -> N
 
     assert len(outputs) == len(expected), f"{what}: {len(outputs)} outputs, eager has {len(expected)}"
     for i, (out, ref) in enumerate(zip(outputs, expected)):
-        atol, rtol = (checks.DEFAULT_TOLERANCES.get(str(ref.dtype).replace("torch.", ""), (0.0, 0.0)) if portable
-                      else backend.tolerance(ref.dtype))
+        atol, rtol = checks.default_tolerance(ref.dtype) if portable else backend.tolerance(ref.dtype)
         try:
             torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
             continue
@@ -98,9 +97,10 @@ def _load_and_run(runtime, pte: bytes, tmp_path, inputs, what: str):
 # ------------------------------------------------------------------------------------------------ programs
 
 @pytest.mark.parametrize("case", CASE_NAMES)
-def test_program_matches_eager(case, backend, lowered, runtime, tmp_path):
+def test_program_matches_eager(case, backend, lowered, request, tmp_path):
     """A delegated program runs from its .pte and matches torch eager; otherwise: not delegated, why."""
     _require_delegated(backend, lowered)
+    runtime = request.getfixturevalue("runtime")  # after the delegation check, so its reason is reported
     what = f"{case} on {backend.backend_id}"
     outputs = _load_and_run(runtime, lowered.pte, tmp_path, lowered.inputs, what)
     _compare(backend, outputs, lowered.eager_outputs, what)

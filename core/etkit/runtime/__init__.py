@@ -180,7 +180,9 @@ class Method:
         (``ExecutorchBackendConfig(delegate_fallback=True)``) and the twin runs instead, why the primary
         plan could not load (e.g. its backend is unavailable on this platform)."""
         reason = getattr(self._native, "fallback_reason", "")
-        return reason or None
+        if not reason:
+            return None
+        return "\n".join([reason, *_unavailable_backend_reasons(reason)])
 
     def execute(self, inputs: Sequence[Any]) -> list:
         """Runs the method on ``inputs`` (torch.Tensors for tensor inputs, Python scalars otherwise).

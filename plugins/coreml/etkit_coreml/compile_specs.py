@@ -108,7 +108,8 @@ def generate_compile_specs(compute_unit=None, minimum_deployment_target=None, co
                            op_palettizer_config: Optional[dict] = None) -> list[CompileSpec]:
     """The compile specs of one Core ML delegate, with ExecuTorch's defaults: ``ComputeUnit.ALL``,
     coremltools' default deployment target, ``precision.FLOAT16``, ``MODEL_TYPE.MODEL``."""
-    import coremltools as ct
+    from ._quiet import import_coremltools
+    ct = import_coremltools()
 
     specs = [
         compute_unit_spec(compute_unit if compute_unit is not None else ct.ComputeUnit.ALL),
@@ -128,7 +129,8 @@ def generate_compile_specs(compute_unit=None, minimum_deployment_target=None, co
 # --- reading ----------------------------------------------------------------------------------------
 
 def compute_unit(specs: Sequence[CompileSpec]):
-    import coremltools as ct
+    from ._quiet import import_coremltools
+    ct = import_coremltools()
 
     value = _value(specs, COMPILE_SPEC_KEYS.COMPUTE_UNITS)
     if value is None:
@@ -141,7 +143,8 @@ def compute_unit(specs: Sequence[CompileSpec]):
 
 
 def minimum_deployment_target(specs: Sequence[CompileSpec]):
-    import coremltools as ct
+    from ._quiet import import_coremltools
+    ct = import_coremltools()
 
     value = _value(specs, COMPILE_SPEC_KEYS.MIN_DEPLOYMENT_TARGET)
     if not value:
@@ -154,7 +157,8 @@ def minimum_deployment_target(specs: Sequence[CompileSpec]):
 
 
 def compute_precision(specs: Sequence[CompileSpec]):
-    import coremltools as ct
+    from ._quiet import import_coremltools
+    ct = import_coremltools()
 
     value = _value(specs, COMPILE_SPEC_KEYS.MODEL_COMPUTE_PRECISION)
     if value is None:

@@ -6,9 +6,10 @@ takes; the list travels to ``preprocess`` as the ``enumerated_shapes`` compile s
 
 The compile spec's JSON is ExecuTorch's (a fact of the ``.pte`` format, from the ``executorch`` wheel's
 ``backends/apple/coreml/compiler/enumerated_shape_utils.py``): a list of pairs
-``[{"shape": [dim, ...]}, [[d0, d1, ...], ...]]`` where each ``dim`` of the symbolic shape is an int or
-``{"key_name": "s0", "low": 2, "high": 64}`` (``low``/``high`` may be ``null``), and the second element
-lists the enumerated shapes of every input that has that symbolic shape. Inputs with the same
+``[{"shape": [dim, ...]}, [[[d0, d1, ...], ...], [input name, ...]]]`` where each ``dim`` of the symbolic
+shape is an int or ``{"key_name": "s0", "low": 2, "high": 64}`` (``low``/``high`` may be ``null``), and
+the second element holds the enumerated shapes of the inputs that have that symbolic shape, then those
+inputs' names. Inputs with the same
 symbolic shape share one enumeration; with several enumerated inputs (iOS18+), the i-th shapes of all
 inputs go together.
 """
@@ -83,6 +84,7 @@ def enumerated_shapes_map(ep: ExportedProgram, enumerated_shapes: dict) -> list:
         raise EnumeratedShapesError(f"enumerated shapes given for {unknown}, which are not user inputs of the "
                                     f"program (its inputs: {sorted(known)})")
     entries: dict[str, tuple] = {}
+    names: dict[str, list] = {}
     for name, fake in known.items():
         symbolic = _symbolic_shape(fake.shape, ep.range_constraints)
         if all(isinstance(d, int) for d in symbolic):
@@ -99,7 +101,8 @@ def enumerated_shapes_map(ep: ExportedProgram, enumerated_shapes: dict) -> list:
                                         f"input that has a different enumeration; export them with different "
                                         f"dynamic dims")
         entries[key] = (symbolic, shapes)
-    return [[{"shape": list(symbolic)}, shapes] for symbolic, shapes in entries.values()]
+        names.setdefault(key, []).append(name)
+    return [[{"shape": list(symbolic)}, [shapes, names[key]]] for key, (symbolic, shapes) in entries.items()]
 
 
 def _check_shape(name: str, symbolic: tuple, shape: list) -> None:
@@ -141,14 +144,17 @@ def coreml_inputs(ep: ExportedProgram, spec_json: list, minimum_deployment_targe
         EnumeratedShapesError: an enumerated input's dtype is not float16, float32 or int32 (Core ML's
             rule for enumerated inputs).
     """
-    import coremltools as ct
+    from ._quiet import import_coremltools
+    ct = import_coremltools()
 
     by_key = {}
     for item in spec_json:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], dict) and "shape" in item[0]):
+        ok = (isinstance(item, list) and len(item) == 2 and isinstance(item[0], dict) and "shape" in item[0]
+              and isinstance(item[1], list) and len(item[1]) == 2 and isinstance(item[1][0], list))
+        if not ok:
             raise CompileSpecError(f"compile spec 'enumerated_shapes' has an entry {item!r}; expected "
-                                   f"[{{\"shape\": [...]}}, [[...], ...]]")
-        by_key[_key(tuple(item[0]["shape"]))] = [tuple(s) for s in item[1]]
+                                   f"[{{\"shape\": [...]}}, [[[...], ...], [input names]]]")
+        by_key[_key(tuple(item[0]["shape"]))] = [tuple(s) for s in item[1][0]]
     dtypes = {torch.float16: ct.converters.mil.mil.types.fp16, torch.float32: ct.converters.mil.mil.types.fp32,
               torch.int32: ct.converters.mil.mil.types.int32}
     inputs, enumerated = [], 0

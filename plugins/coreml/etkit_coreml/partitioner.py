@@ -22,15 +22,14 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from etkit.backend import (DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
                            Rejection)
-from etkit.backend.utils import is_constant, is_delegate_call, node_target_name, tag_constant_data
+from etkit.backend.utils import is_delegate_call, node_target_name, tag_constant_data
 
 from ._quiet import import_coremltools
 from .compile_specs import COMPILE_SPEC_KEYS
+from .plugin import BACKEND_ID
 
 logger = logging.getLogger(__name__)
 
-#: Backend id stored in the .pte (ExecuTorch's id for Core ML).
-BACKEND_ID = "CoreMLBackend"
 
 aten = torch.ops.aten
 
@@ -189,7 +188,6 @@ class CoreMLPartitioner(Partitioner):
         groups = [list(p.nodes) for p in CapabilityBasedPartitioner(
             ep.graph_module, _Support(), allows_single_node_partition=True).propose_partitions()]
         order = {n: i for i, n in enumerate(ep.graph.nodes)}
-        groups = [g for g in groups if not all(is_constant(ep, n) for n in g)]
         groups.sort(key=lambda g: min(order[n] for n in g))
         tags, delegated = {}, collections.Counter()
         for i, nodes in enumerate(groups):

@@ -81,7 +81,9 @@ def convert_to_mlmodel(edge_program: ExportedProgram, compile_specs: Sequence[Co
     pipeline = ct.PassPipeline(pass_names=names) if names is not None else None
     try:
         with _quiet():
-            mlmodel = ct.convert(edge_program, source="pytorch", convert_to="mlprogram", skip_model_load=True,
+            # a compiled model needs the model loaded (coremltools compiles it then); only possible on macOS
+            skip_load = specs.model_type(compile_specs) != MODEL_TYPE.COMPILED_MODEL or platform.system() != "Darwin"
+            mlmodel = ct.convert(edge_program, source="pytorch", convert_to="mlprogram", skip_model_load=skip_load,
                                  compute_precision=specs.compute_precision(compile_specs),
                                  minimum_deployment_target=target, compute_units=specs.compute_unit(compile_specs),
                                  inputs=inputs, pass_pipeline=pipeline)
@@ -98,9 +100,31 @@ def convert_to_mlmodel(edge_program: ExportedProgram, compile_specs: Sequence[Co
 
 
 
+def _gathers_sharing_a_table(mlmodel) -> list[str]:
+    """Names of ``gather`` ops whose constant table another kind of op also reads (a tied embedding):
+    coremltools refuses to optimize one constant under two configs, so these follow the other op."""
+    program = getattr(mlmodel, "_mil_program", None)
+    if program is None:
+        return []
+    readers: dict[str, list] = {}
+    for function in program.functions.values():
+        for op in function.operations:
+            for value in op.inputs.values():
+                for var in value if isinstance(value, (list, tuple)) else [value]:
+                    source = getattr(var, "op", None)
+                    if source is not None and source.op_type == "const":
+                        readers.setdefault(var.name, []).append(op)
+    tied = []
+    for ops in readers.values():
+        gathers = [op.name for op in ops if op.op_type == "gather"]
+        if gathers and len(gathers) < len(ops):
+            tied += gathers
+    return tied
+
+
 def _optimize_weights(mlmodel, config: dict, config_class: str, function: str, key: str):
     """Apply one of ``coremltools.optimize.coreml``'s weight optimizations to every op but ``gather``
-    (embedding tables are left alone, as ExecuTorch does).
+    (embedding tables are left alone, as ExecuTorch does, except tables tied to another op's weight).
 
     Raises:
         CoreMLConversionError: coremltools rejected the config or the model.
@@ -109,7 +133,8 @@ def _optimize_weights(mlmodel, config: dict, config_class: str, function: str, k
 
     try:
         op_config = getattr(cto.coreml, config_class)(**config)
-        opt = cto.coreml.OptimizationConfig(global_config=op_config, op_type_configs={"gather": None})
+        opt = cto.coreml.OptimizationConfig(global_config=op_config, op_type_configs={"gather": None},
+                                            op_name_configs={name: op_config for name in _gathers_sharing_a_table(mlmodel)})
         with _quiet():
             return getattr(cto.coreml, function)(mlmodel, config=opt)
     except Exception as exc:
@@ -166,6 +191,13 @@ class CoreMLBackend(BackendDetails):
     generate_pass_pipeline_compile_spec = staticmethod(specs.pass_pipeline_spec)
     generate_op_palettizer_config_compile_spec = staticmethod(specs.op_palettizer_config_spec)
     generate_enumerated_shapes_compile_spec = staticmethod(generate_enumerated_shapes_compile_spec)
+    # readers, ExecuTorch's names
+    compute_unit_from_compile_specs = staticmethod(specs.compute_unit)
+    min_deployment_target_from_compile_specs = staticmethod(specs.minimum_deployment_target)
+    model_compute_precision_from_compile_specs = staticmethod(specs.compute_precision)
+    model_type_from_compile_specs = staticmethod(specs.model_type)
+    op_linear_quantizer_config_from_compile_specs = staticmethod(specs.op_linear_quantizer_config)
+    pass_pipeline_from_compile_specs = staticmethod(specs.pass_pipeline)
 
     @staticmethod
     def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
@@ -189,8 +221,7 @@ def mlmodel_from_payload(payload: bytes, workdir: Optional[Path] = None):
     """
     import json
 
-    import coremltools as ct
-
+    ct = import_coremltools()
     files = inmemoryfs.read_files(payload)
     if model_package.METADATA not in files or not any(k.startswith(model_package.MODEL_PACKAGE + "/") for k in files):
         raise ValueError(f"not a Core ML payload: expected {model_package.METADATA} and {model_package.MODEL_PACKAGE}/, "

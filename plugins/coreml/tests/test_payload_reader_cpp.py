@@ -3,6 +3,7 @@ built here with AddressSanitizer and must read what preprocess writes exactly as
 and refuse corrupt payloads with a message, never reading out of bounds."""
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import subprocess
@@ -49,7 +50,10 @@ def payload() -> bytes:
 def _read(reader: Path, data: bytes, tmp_path: Path, name: str = "p.bin") -> subprocess.CompletedProcess:
     path = tmp_path / name
     path.write_bytes(data)
-    return subprocess.run([str(reader), str(path)], capture_output=True, text=True, errors="replace", timeout=60)
+    # sanitizer reports exit 99, so an overread can never pass for the reader's own refusal (exit 1)
+    env = {**os.environ, "ASAN_OPTIONS": "exitcode=99:detect_leaks=1", "UBSAN_OPTIONS": "exitcode=99:halt_on_error=1"}
+    return subprocess.run([str(reader), str(path)], capture_output=True, text=True, errors="replace", timeout=60,
+                          env=env)
 
 
 def test_cpp_reader_reads_what_preprocess_writes(reader, payload, tmp_path):
@@ -79,5 +83,12 @@ def test_cpp_reader_refuses_truncated_and_corrupt_payloads(reader, payload, tmp_
         data[pos] = rng.randrange(256)
         proc = _read(reader, bytes(data), tmp_path, f"flip{i}.bin")
         assert proc.returncode in (0, 1), (pos, proc.stdout, proc.stderr[-2000:])
+        assert proc.returncode == 0 or proc.stdout.startswith("ERROR: "), proc.stdout
     proc = _read(reader, inmemoryfs.flatten_files({"model.mlpackage/x": b"1"}), tmp_path)
     assert proc.stdout == "ERROR: Core ML payload has no metadata.json\n"
+    # an identifier is a directory name on the device: a path in it is refused
+    meta = b'{"inputNames": ["x"], "outputNames": ["y"], "identifier": "../../etc"}'
+    proc = _read(reader, inmemoryfs.flatten_files({"model.mlpackage/x": b"1", "metadata.json": meta}), tmp_path)
+    assert proc.stdout == "ERROR: metadata.json has an identifier that is not [A-Za-z0-9_-]{1,128}\n"
+    proc = _read(reader, b"", tmp_path)
+    assert proc.stdout == "ERROR: the Core ML payload is empty\n"

@@ -3,7 +3,8 @@
 //
 // init:    parse the payload (payload_reader.h), write its files under
 //          $TMPDIR/etkit_coreml/<identifier>/, compile model.mlpackage with +[MLModel compileModelAtURL:]
-//          (or use the model.mlmodelc compiled ahead of time), load it with the compute units of the
+//          into compiled.mlmodelc there (reused by every later init of the same model), or use the
+//          model.mlmodelc compiled ahead of time; load it with the compute units of the
 //          "compute_units" compile spec, and free the payload.
 // execute: wrap the input tensors as MLMultiArrays (no copy), predict, copy each output MLMultiArray
 //          (any strides; fp16 outputs widened when the tensor is fp32) into the output tensor, resizing
@@ -42,7 +43,7 @@ using etkit::runtime::set_error;
 constexpr const char* kBackendId = "CoreMLBackend";
 
 struct Handle {
-  MLModel* model = nil;  // owned (retained while the handle lives)
+  MLModel* model = nil;  // strong under ARC (-fobjc-arc): released when the handle is deleted
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
 };
@@ -114,7 +115,7 @@ Error copy_out(MLMultiArray* array, Tensor& out, const std::string& name) {
   const size_t n = out.numel();
   const MLMultiArrayDataType src_type = array.dataType;
   __block Error result = Error::Ok;
-  [array getBytesWithHandler:^(const void* bytes, NSInteger) {
+  void (^copy)(const void*, NSInteger) = ^(const void* bytes, NSInteger) {
     std::vector<size_t> index(rank, 0);
     for (size_t i = 0; i < n; ++i) {
       long long offset = 0;
@@ -148,7 +149,12 @@ Error copy_out(MLMultiArray* array, Tensor& out, const std::string& name) {
         index[d] = 0;
       }
     }
-  }];
+  };
+  if (@available(macOS 12.3, iOS 15.4, tvOS 15.4, *)) {
+    [array getBytesWithHandler:copy];
+  } else {
+    copy(array.dataPointer, 0);
+  }
   if (result != Error::Ok) {
     return set_error(result, "Core ML output '%s': element type %ld cannot be copied to scalar type %d", name.c_str(),
                      static_cast<long>(src_type), static_cast<int>(out.scalar_type()));
@@ -172,9 +178,13 @@ class CoreMLBackend final : public BackendInterface {
       if (!read_payload(static_cast<const uint8_t*>(processed->data()), processed->size(), &payload, &why)) {
         return set_error(Error::DelegateInvalidCompatibility, "CoreMLBackend: %s", why.c_str());
       }
+      // The identifier is checked to be [A-Za-z0-9_-]+ by read_payload; etkit derives it from the model's
+      // contents, so a directory of that name holds this very model: compiled once, reused by later inits.
       NSString* root = [NSTemporaryDirectory() stringByAppendingPathComponent:
           [NSString stringWithFormat:@"etkit_coreml/%s", payload.metadata.identifier.c_str()]];
-      if (!write_files(payload, root, &why)) {
+      NSString* cached = [root stringByAppendingPathComponent:@"compiled.mlmodelc"];
+      const bool have_cached = [[NSFileManager defaultManager] fileExistsAtPath:cached];
+      if (!have_cached && !write_files(payload, root, &why)) {
         return set_error(Error::DelegateMemoryAllocationFailed, "CoreMLBackend: %s", why.c_str());
       }
       auto* handle = new (std::nothrow) Handle();
@@ -185,16 +195,22 @@ class CoreMLBackend final : public BackendInterface {
 
       NSError* error = nil;
       NSURL* url = nil;
-      if (payload.compiled_model) {
+      if (have_cached) {
+        url = [NSURL fileURLWithPath:cached];
+      } else if (payload.compiled_model) {
         url = [NSURL fileURLWithPath:[root stringByAppendingPathComponent:@"model.mlmodelc"]];
       } else {
         NSURL* package = [NSURL fileURLWithPath:[root stringByAppendingPathComponent:@"model.mlpackage"]];
-        url = [MLModel compileModelAtURL:package error:&error];
-        if (url == nil) {
+        NSURL* compiled = [MLModel compileModelAtURL:package error:&error];
+        if (compiled == nil) {
           delete handle;
           return set_error(Error::DelegateInvalidCompatibility, "CoreMLBackend: Core ML cannot compile the model: %s",
                            describe(error).c_str());
         }
+        url = [NSURL fileURLWithPath:cached];
+        if (![[NSFileManager defaultManager] moveItemAtURL:compiled toURL:url error:nil]) url = compiled;
+        [[NSFileManager defaultManager] removeItemAtPath:[root stringByAppendingPathComponent:@"model.mlpackage"]
+                                                   error:nil];
       }
       MLModelConfiguration* config = [[MLModelConfiguration alloc] init];
       config.computeUnits = compute_units(compile_specs);
@@ -204,7 +220,7 @@ class CoreMLBackend final : public BackendInterface {
         return set_error(Error::DelegateInvalidCompatibility, "CoreMLBackend: Core ML cannot load the model: %s",
                          describe(error).c_str());
       }
-      handle->model = (__bridge MLModel*)CFBridgingRetain(model);
+      handle->model = model;
       return static_cast<DelegateHandle*>(handle);
     }
   }
@@ -228,18 +244,33 @@ class CoreMLBackend final : public BackendInterface {
           return set_error(Error::InvalidArgument, "CoreMLBackend: input %zu is not a tensor", i);
         }
         Tensor& t = v->to_tensor();
+        NSMutableArray<NSNumber*>* shape = [NSMutableArray array];
+        for (size_t d = 0; d < t.dim(); ++d) [shape addObject:@(t.size(d))];
+        NSError* error = nil;
+        if (t.scalar_type() == ScalarType::Long || t.scalar_type() == ScalarType::Bool) {
+          // coremltools gives int64 and bool inputs the int32 type: copy, narrowing
+          MLMultiArray* narrowed = [[MLMultiArray alloc] initWithShape:shape dataType:MLMultiArrayDataTypeInt32
+                                                                 error:&error];
+          if (narrowed == nil) {
+            return set_error(Error::DelegateMemoryAllocationFailed, "CoreMLBackend: input %zu: %s", i,
+                             describe(error).c_str());
+          }
+          auto* dst = static_cast<int32_t*>(narrowed.dataPointer);
+          for (size_t k = 0; k < t.numel(); ++k) {
+            dst[k] = t.scalar_type() == ScalarType::Long ? static_cast<int32_t>(t.const_data_ptr<int64_t>()[k])
+                                                          : static_cast<int32_t>(t.const_data_ptr<bool>()[k]);
+          }
+          features[[NSString stringWithUTF8String:handle->inputs[i].c_str()]] =
+              [MLFeatureValue featureValueWithMultiArray:narrowed];
+          continue;
+        }
         MLMultiArrayDataType type;
         if (!multiarray_type(t.scalar_type(), &type)) {
           return set_error(Error::NotSupported, "CoreMLBackend: input %zu has scalar type %d, which Core ML cannot take",
                            i, static_cast<int>(t.scalar_type()));
         }
-        NSMutableArray<NSNumber*>* shape = [NSMutableArray array];
         NSMutableArray<NSNumber*>* strides = [NSMutableArray array];
-        for (size_t d = 0; d < t.dim(); ++d) {
-          [shape addObject:@(t.size(d))];
-          [strides addObject:@(t.stride(d))];
-        }
-        NSError* error = nil;
+        for (size_t d = 0; d < t.dim(); ++d) [strides addObject:@(t.stride(d))];
         MLMultiArray* array = [[MLMultiArray alloc] initWithDataPointer:t.mutable_data_ptr() shape:shape dataType:type
                                                                strides:strides deallocator:nil error:&error];
         if (array == nil) {
@@ -271,9 +302,7 @@ class CoreMLBackend final : public BackendInterface {
 
   void destroy(DelegateHandle* raw) const override {
     auto* handle = static_cast<Handle*>(raw);
-    if (handle == nullptr) return;
-    if (handle->model != nil) CFBridgingRelease((__bridge CFTypeRef)handle->model);
-    delete handle;
+    delete handle;  // ARC releases the model
   }
 };
 

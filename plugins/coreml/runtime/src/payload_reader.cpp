@@ -4,8 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
-#include <memory>
+#include <utility>
 
 namespace etkit_coreml {
 namespace {
@@ -20,11 +19,13 @@ struct Json {
   bool integral = true;
   std::string text;
   std::vector<Json> items;
-  std::map<std::string, Json> members;
+  std::vector<std::pair<std::string, Json>> members;  // in document order; keys are unique
 
   const Json* get(const char* key) const {
-    auto it = members.find(key);
-    return it == members.end() ? nullptr : &it->second;
+    for (const auto& m : members) {
+      if (m.first == key) return &m.second;
+    }
+    return nullptr;
   }
 };
 
@@ -168,7 +169,10 @@ class Parser {
         ++p_;
         Json member;
         if (!value(&member, depth + 1)) return false;
-        if (!out->members.emplace(std::move(key), std::move(member)).second) return fail("duplicate key");
+        for (const auto& m : out->members) {
+          if (m.first == key) return fail("duplicate key");
+        }
+        out->members.emplace_back(std::move(key), std::move(member));
         skip_space();
         if (p_ < end_ && *p_ == ',') { ++p_; continue; }
         if (p_ < end_ && *p_ == '}') return ++p_, true;
@@ -219,6 +223,26 @@ bool strings(const Json* v, std::vector<std::string>* out) {
   return true;
 }
 
+/// True if `s` is well-formed UTF-8 (file names and feature names become NSStrings on Apple platforms).
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t extra = 0;
+    if (c < 0x80) extra = 0;
+    else if (c >= 0xC2 && c <= 0xDF) extra = 1;
+    else if (c >= 0xE0 && c <= 0xEF) extra = 2;
+    else if (c >= 0xF0 && c <= 0xF4) extra = 3;
+    else return false;
+    if (s.size() - i <= extra) return false;
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
 bool set(std::string* error, const std::string& why) {
   *error = why;
   return false;
@@ -227,8 +251,9 @@ bool set(std::string* error, const std::string& why) {
 }  // namespace
 
 bool read_payload(const uint8_t* data, size_t size, Payload* out, std::string* error) {
-  if (data == nullptr || out == nullptr || error == nullptr) return false;
+  if (out == nullptr || error == nullptr) return false;
   *out = Payload();
+  if (data == nullptr || size == 0) return set(error, "the Core ML payload is empty");
   // The metadata is stored reversed at the end, after optional trailing zero/whitespace bytes.
   size_t last = size;
   auto skipped = [](uint8_t c) { return c == 0 || c == ' ' || (c >= '\t' && c <= '\r'); };
@@ -280,7 +305,7 @@ bool read_payload(const uint8_t* data, size_t size, Payload* out, std::string* e
       return set(error, "Core ML payload node " + std::to_string(k) + " ('" + name->text + "') is not in the tree");
     }
     if (name->text.empty() || name->text == "." || name->text == ".." || name->text.find('/') != std::string::npos ||
-        name->text.find('\0') != std::string::npos) {
+        name->text.find('\0') != std::string::npos || !valid_utf8(name->text)) {
       if (k + 1 != n) return set(error, "Core ML payload node " + std::to_string(k) + " has an invalid name");
     }
     if (k + 1 == n) {
@@ -340,6 +365,17 @@ bool read_payload(const uint8_t* data, size_t size, Payload* out, std::string* e
   }
   out->metadata.identifier = identifier->text;
   if (out->metadata.output_names.empty()) return set(error, "metadata.json lists no outputs");
+  // the identifier names a directory on the device: letters, digits, '_' and '-' only
+  if (identifier->text.empty() || identifier->text.size() > 128 ||
+      identifier->text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+          std::string::npos) {
+    return set(error, "metadata.json has an identifier that is not [A-Za-z0-9_-]{1,128}");
+  }
+  for (const auto* list : {&out->metadata.input_names, &out->metadata.output_names}) {
+    for (const std::string& n : *list) {
+      if (!valid_utf8(n)) return set(error, "metadata.json has a feature name that is not UTF-8");
+    }
+  }
   return true;
 }
 

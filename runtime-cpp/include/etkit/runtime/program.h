@@ -105,8 +105,8 @@ class Program final {
   /// Errors: InvalidArgument (unknown method), OperatorMissing (kernel not registered: message names
   /// the op), NotFound (backend not registered: message names it and says to install/link its plugin),
   /// InvalidProgram, MemoryAllocationFailed, or whatever a backend's init() returns.
-  /// When a delegate's backend is missing or unavailable (NotFound/NotSupported) and the program has a
-  /// "<method>#fallback" plan, that plan is loaded instead; Method::fallback_reason() then says why.
+  /// When a delegate's backend is not registered or not available (and only then) and the program has
+  /// a "<method>#fallback" plan, that plan is loaded instead; Method::fallback_reason() then says why.
   Result<Method> load_method(const char* method_name) const;
 
   /// The program's named data (Program.named_data), or null when there is none.
