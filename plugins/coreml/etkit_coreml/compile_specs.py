@@ -31,6 +31,8 @@ from typing import Optional, Sequence
 
 from etkit.backend import CompileSpec
 
+from ._quiet import import_coremltools
+
 
 class COMPILE_SPEC_KEYS(enum.Enum):  # noqa: N801 - ExecuTorch's name
     COMPUTE_UNITS = "compute_units"
@@ -108,7 +110,6 @@ def generate_compile_specs(compute_unit=None, minimum_deployment_target=None, co
                            op_palettizer_config: Optional[dict] = None) -> list[CompileSpec]:
     """The compile specs of one Core ML delegate, with ExecuTorch's defaults: ``ComputeUnit.ALL``,
     coremltools' default deployment target, ``precision.FLOAT16``, ``MODEL_TYPE.MODEL``."""
-    from ._quiet import import_coremltools
     ct = import_coremltools()
 
     specs = [
@@ -129,7 +130,6 @@ def generate_compile_specs(compute_unit=None, minimum_deployment_target=None, co
 # --- reading ----------------------------------------------------------------------------------------
 
 def compute_unit(specs: Sequence[CompileSpec]):
-    from ._quiet import import_coremltools
     ct = import_coremltools()
 
     value = _value(specs, COMPILE_SPEC_KEYS.COMPUTE_UNITS)
@@ -143,7 +143,6 @@ def compute_unit(specs: Sequence[CompileSpec]):
 
 
 def minimum_deployment_target(specs: Sequence[CompileSpec]):
-    from ._quiet import import_coremltools
     ct = import_coremltools()
 
     value = _value(specs, COMPILE_SPEC_KEYS.MIN_DEPLOYMENT_TARGET)
@@ -157,7 +156,6 @@ def minimum_deployment_target(specs: Sequence[CompileSpec]):
 
 
 def compute_precision(specs: Sequence[CompileSpec]):
-    from ._quiet import import_coremltools
     ct = import_coremltools()
 
     value = _value(specs, COMPILE_SPEC_KEYS.MODEL_COMPUTE_PRECISION)

@@ -23,6 +23,7 @@ from torch.export import ExportedProgram
 
 from etkit.backend import CompileSpec
 
+from ._quiet import import_coremltools
 from .compile_specs import COMPILE_SPEC_KEYS, CompileSpecError
 
 
@@ -144,7 +145,6 @@ def coreml_inputs(ep: ExportedProgram, spec_json: list, minimum_deployment_targe
         EnumeratedShapesError: an enumerated input's dtype is not float16, float32 or int32 (Core ML's
             rule for enumerated inputs).
     """
-    from ._quiet import import_coremltools
     ct = import_coremltools()
 
     by_key = {}
