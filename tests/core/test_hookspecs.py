@@ -62,3 +62,41 @@ def test_a_plugin_breaking_the_contract_is_reported_not_fatal(monkeypatch):
     manager = EtkitPluginManager()
     assert "breaks the etkit plugin contract" in manager.load_errors["broken"]
     assert manager.registry.specs() == []
+
+
+def test_describe_payload_lines_appear_in_etkit_inspect(toy_plugin):
+    from etkit.serialize.inspect import format_program
+    from tests.core.toy_backend import TOY_ID, ToyPartitioner
+
+    class Describes:
+        @hookimpl
+        def etkit_describe_payload(self, backend_id, processed, compile_specs):
+            if backend_id != TOY_ID:
+                return None
+            return [f"toy graph, {len(processed)} payload bytes, specs {sorted(compile_specs)}"]
+
+    class Breaks:
+        @hookimpl
+        def etkit_describe_payload(self, backend_id, processed, compile_specs):
+            raise RuntimeError("corrupt toy payload")
+
+    class AddMul(torch.nn.Module):
+        def forward(self, x, y):
+            return x * y + y
+
+    inputs = (torch.randn(2, 3), torch.randn(2, 3))
+    data = etkit.to_edge_transform_and_lower(torch.export.export(AddMul(), inputs),
+                                             partitioner=[ToyPartitioner()]).to_executorch().buffer
+    manager = get_plugin_manager()
+    manager.add_plugin(Describes(), name="describes")
+    try:
+        text = format_program(data)
+    finally:
+        manager.remove_plugin("describes")
+    assert f"0: {TOY_ID}," in text and "       toy graph, " in text and "payload bytes, specs []" in text
+    manager.add_plugin(Breaks(), name="breaks")
+    try:
+        text = format_program(data)
+    finally:
+        manager.remove_plugin("breaks")
+    assert "(its plugin could not describe the payload: RuntimeError: corrupt toy payload)" in text

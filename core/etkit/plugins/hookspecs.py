@@ -50,6 +50,23 @@ def etkit_memory_planning_requirements(register: Callable[[str, int], None]) -> 
     """
 
 
+# --- tools -------------------------------------------------------------------------------------------
+
+@hookspec(firstresult=True)
+def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict):
+    """Describe one delegate payload for ``etkit inspect`` (what a vendor's users need to see: the
+    compiled graph's name, target, inputs and outputs, op counts, ...).
+
+    First result wins: implementations return ``None`` for backends they do not own. An exception is
+    shown as "could not describe" on that delegate, never fails the inspection.
+
+    :param backend_id: the delegate's backend id, e.g. ``"MyBackend"``.
+    :param processed: the payload bytes ``preprocess`` produced.
+    :param compile_specs: ``{key: value bytes}`` of the delegate's compile specs.
+    :returns: a list of lines (no indentation; the tool indents them), or ``None``.
+    """
+
+
 # --- testing -----------------------------------------------------------------------------------------
 
 @hookspec(firstresult=True)

@@ -127,7 +127,7 @@ def _segment_users(layout: PteLayout) -> dict[int, list[str]]:
     return users
 
 
-def _format_layout(layout: PteLayout, label: str) -> list[str]:
+def _format_layout(layout: PteLayout, label: str, data: bytes = b"") -> list[str]:
     program = layout.program
     lines = [f"{label}: .pte program, {layout.file_size} bytes",
              f"  file identifier ET12, Program.version {program.version}"]
@@ -157,7 +157,7 @@ def _format_layout(layout: PteLayout, label: str) -> list[str]:
         size = layout.segment_ranges[entry.segmentIndex][1]
         lines.append(f"    {_text(entry.key)!r}: segment {entry.segmentIndex}, {size} bytes")
     for plan in program.executionPlan:
-        lines.extend(_format_plan(plan, layout))
+        lines.extend(_format_plan(plan, layout, data))
     return lines
 
 
@@ -176,7 +176,31 @@ def _format_compile_spec(spec) -> str:
     return f"{_text(spec.key)}={shown} ({len(value)} bytes)"
 
 
-def _format_plan(plan, layout: PteLayout) -> list[str]:
+def _delegate_payload(delegate, layout: PteLayout, data: bytes) -> bytes:
+    processed = delegate.processed
+    if processed.location == DataLocation.SEGMENT:
+        offset, size = layout.segment_ranges[processed.index]
+        return bytes(data[offset:offset + size])
+    return bytes(as_bytes(layout.program.backendDelegateData[processed.index].data))
+
+
+def _plugin_description(delegate, layout: PteLayout, data: bytes) -> list[str]:
+    """Lines the backend's plugin gives for this payload (hook ``etkit_describe_payload``)."""
+    try:
+        from etkit.plugins import get_plugin_manager
+        hook = get_plugin_manager().pm.hook.etkit_describe_payload
+    except Exception:  # no plugin machinery: nothing to add
+        return []
+    specs = {_text(s.key): bytes(as_bytes(s.value)) for s in delegate.compileSpecs or []}
+    try:
+        lines = hook(backend_id=_text(delegate.id), processed=_delegate_payload(delegate, layout, data),
+                     compile_specs=specs)
+    except Exception as exc:  # a plugin's bug must not hide the rest of the program
+        return [f"(its plugin could not describe the payload: {type(exc).__name__}: {exc})"]
+    return [str(line) for line in lines or []]
+
+
+def _format_plan(plan, layout: PteLayout, data: bytes = b"") -> list[str]:
     values = plan.values or []
     operators = plan.operators or []
     delegates = plan.delegates or []
@@ -194,6 +218,8 @@ def _format_plan(plan, layout: PteLayout) -> list[str]:
         specs = ", ".join(_format_compile_spec(s) for s in delegate.compileSpecs or [])
         lines.append(f"    {i}: {_text(delegate.id)}, {_delegate_size(delegate, layout)}, "
                      f"compile specs: {specs or 'none'}")
+        if data:
+            lines.extend(f"       {line}" for line in _plugin_description(delegate, layout, data))
     for c, chain in enumerate(plan.chains or []):
         instructions = chain.instructions or []
         lines.append(f"  chain {c} (inputs {_ints(chain.inputs)}, outputs {_ints(chain.outputs)}, "
@@ -219,7 +245,7 @@ def format_program(path_or_bytes: str | os.PathLike | bytes) -> str:
         label = os.fspath(path_or_bytes)
         with open(label, "rb") as f:
             data = f.read()
-    return "\n".join(_format_layout(read_layout(data), label)) + "\n"
+    return "\n".join(_format_layout(read_layout(data), label, data)) + "\n"
 
 
 def run_inspect(path: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:

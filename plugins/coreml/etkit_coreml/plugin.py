@@ -56,6 +56,15 @@ def etkit_register_backends(register) -> None:
 
 
 @hookimpl
+def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict):
+    """For ``etkit inspect``: the Core ML model's identifier, inputs, outputs, spec version and op counts."""
+    if backend_id != BACKEND_ID:
+        return None
+    from .payload.describe import describe_payload
+    return describe_payload(processed)
+
+
+@hookimpl
 def etkit_conformance_tolerance(backend_id: str, dtype):
     """Core ML computes in fp16 by default (compute_precision=FLOAT16)."""
     if backend_id == BACKEND_ID:
