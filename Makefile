@@ -66,7 +66,8 @@ $(XNNPACK_PREFIX_FILE): scripts/xnnpack.sh FORCE | $(VENV)/.stamp-system
 FORCE:
 
 # ---- editable installs of the core and the XNNPACK plugin (native builds are serialised) ----------
-install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml
+install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml \
+  $(VENV)/.stamp-install-ethosu
 
 $(VENV)/.stamp-install-core: $(CORE_NATIVE_SRCS) $(VENV)/.stamp-venv | $(VENV)/.stamp-system
 	@test -f pyproject.toml || { echo "make: pyproject.toml (core) does not exist yet" >&2; exit 1; }
@@ -82,6 +83,15 @@ $(VENV)/.stamp-install-xnnpack: $(XNNPACK_NATIVE_SRCS) $(VENV)/.stamp-install-co
 # installing it pulls coremltools from PyPI.
 $(VENV)/.stamp-install-coreml: plugins/coreml/pyproject.toml $(VENV)/.stamp-install-core
 	flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/coreml
+	@touch $@
+
+# The Arm Ethos-U plugin is pure Python (its C++ delegate needs an Ethos-U target); installing it pulls Vela.
+# tosa-tools (TOSA serializer + reference model) pins numpy<2.2 and ml-dtypes==0.5.3, which the dev
+# environment's numpy 2.4 / onnx need newer; it works with them, so it is installed without its pins.
+TOSA_TOOLS := tosa-tools==2026.8.0
+$(VENV)/.stamp-install-ethosu: plugins/ethosu/pyproject.toml $(VENV)/.stamp-install-core
+	flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/ethosu
+	$(PIP) install -q --no-deps $(TOSA_TOOLS)
 	@touch $@
 
 # ---- standalone CMake tree for the native runner and the C++ tests -------------------------------
@@ -108,7 +118,7 @@ native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpac
 	flock $(LOCK) $(VENV)/bin/cmake --build $(NATIVE_DIR) -j $(JOBS)
 
 # ---- tests and demo -------------------------------------------------------------------------------
-TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests)
+TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests plugins/ethosu/tests)
 
 # ctest runs first and pytest last, so the last line printed is pytest's summary; both always run.
 # XNNPACK runs on 1 thread unless a test asks for more (etkit.runtime.set_num_threads; default 1).
@@ -130,4 +140,5 @@ oracle: $(VENV)/.stamp-venv
 	bash scripts/et_oracle.sh
 
 clean:
-	rm -rf build $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml
+	rm -rf build $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml \
+	  $(VENV)/.stamp-install-ethosu

@@ -144,3 +144,67 @@ def test_without_the_option_the_plugin_collects_nothing_extra(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "etkit.conformance.pytest_plugin", "-p",
                            "no:cacheprovider", "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+class _Prepares:
+    """A backend that runs only a transformed version of each case (as an int8 NPU runs quantized programs),
+    and has a host-side reference execution."""
+
+    @hookimpl
+    def etkit_conformance_prepare(self, backend_id, module, example_inputs):
+        if backend_id != TOY_ID:
+            return None
+
+        class Doubled(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *xs):
+                return self.inner(*xs) * 2
+
+        return Doubled(module)
+
+    @hookimpl
+    def etkit_conformance_reference_run(self, backend_id, program, inputs):
+        if backend_id != TOY_ID:
+            return None
+        return [torch.full((2,), float(len(inputs)))]
+
+
+def test_prepare_and_reference_run_hooks(toy_plugin):
+    """``etkit_conformance_prepare`` replaces the case's module (eager outputs come from the prepared one, and
+    the lowered case says it was prepared); ``etkit_conformance_reference_run`` answers for its backend only."""
+    manager = get_plugin_manager()
+    module = torch.nn.Identity()
+    assert checks.prepare_case(TOY_ID, module, (torch.ones(2),)) is None
+    assert checks.reference_run(TOY_ID, None, (torch.ones(2),)) is None
+    manager.add_plugin(_Prepares(), name="prepares")
+    try:
+        prepared = checks.prepare_case(TOY_ID, module, (torch.ones(2),))
+        assert torch.equal(prepared(torch.ones(2)), torch.full((2,), 2.0))
+        assert checks.prepare_case("OtherBackend", module, (torch.ones(2),)) is None
+        outputs = checks.reference_run(TOY_ID, object(), (torch.ones(2), torch.ones(2)))
+        assert len(outputs) == 1 and torch.equal(outputs[0], torch.full((2,), 2.0))
+        case = next(c for c in CASES if c.name == "add")
+        lowered = checks.lower_case(checks.resolve_backend(TOY_ID), case)
+        module_, inputs = case.build()
+        assert lowered.prepared
+        torch.testing.assert_close(lowered.eager_outputs[0], module_(*inputs) * 2)
+    finally:
+        manager.remove_plugin("prepares")
+
+
+def test_a_prepare_hook_must_return_a_module(toy_plugin):
+    class Bad:
+        @hookimpl
+        def etkit_conformance_prepare(self, backend_id, module, example_inputs):
+            return "quantized"
+
+    manager = get_plugin_manager()
+    manager.add_plugin(Bad(), name="bad_prepare")
+    try:
+        with pytest.raises(PluginError, match="expected a torch.nn.Module"):
+            checks.prepare_case(TOY_ID, torch.nn.Identity(), ())
+    finally:
+        manager.remove_plugin("bad_prepare")

@@ -156,6 +156,8 @@ class LoweredCase:
         snapshots: one per ``partition`` call.
         delegates: the ``LoweredBackendModule`` of every delegate call for this backend.
         pte: the ``.pte`` bytes.
+        prepared: the case was prepared by the backend (e.g. quantized); ``eager_outputs`` are then the
+            prepared module's.
     """
 
     inputs: tuple
@@ -164,6 +166,7 @@ class LoweredCase:
     snapshots: list = field(default_factory=list)
     delegates: list = field(default_factory=list)
     pte: bytes = b""
+    prepared: bool = False  # the backend's etkit_conformance_prepare replaced the case's module
 
     @property
     def delegated(self) -> bool:
@@ -221,6 +224,8 @@ def lower_case(backend: BackendUnderTest, case) -> LoweredCase:
     from ..backend import LoweredBackendModule
 
     module, inputs = case.build()
+    prepared = prepare_case(backend.backend_id, module, inputs)
+    module = prepared if prepared is not None else module
     with torch.no_grad():
         eager = module(*inputs)
     eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
@@ -231,7 +236,35 @@ def lower_case(backend: BackendUnderTest, case) -> LoweredCase:
     delegates = [m for _, m in gm.named_children()
                  if isinstance(m, LoweredBackendModule) and m.backend_id == backend.backend_id]
     pte = manager.to_executorch().buffer
-    return LoweredCase(inputs, eager, manager, snapshots, delegates, pte)
+    return LoweredCase(inputs, eager, manager, snapshots, delegates, pte, prepared is not None)
+
+
+def prepare_case(backend_id: str, module, inputs):
+    """The backend's own version of a case's module (hook ``etkit_conformance_prepare``), or ``None``.
+
+    Raises:
+        etkit.plugins.PluginError: the hook returned something that is not a ``torch.nn.Module``.
+    """
+    import torch
+
+    from ..plugins import PluginError, get_plugin_manager
+
+    prepared = get_plugin_manager().pm.hook.etkit_conformance_prepare(
+        backend_id=backend_id, module=module, example_inputs=tuple(inputs))
+    if prepared is not None and not isinstance(prepared, torch.nn.Module):
+        raise PluginError(f"etkit_conformance_prepare for {backend_id} returned {type(prepared).__name__}; "
+                          f"expected a torch.nn.Module or None")
+    return prepared
+
+
+def reference_run(backend_id: str, manager, inputs):
+    """The backend's host-side reference execution of a lowered program (hook
+    ``etkit_conformance_reference_run``): a list of output tensors, or ``None`` if it offers none."""
+    from ..plugins import get_plugin_manager
+
+    outputs = get_plugin_manager().pm.hook.etkit_conformance_reference_run(
+        backend_id=backend_id, program=manager, inputs=tuple(inputs))
+    return None if outputs is None else list(outputs)
 
 
 # ------------------------------------------------------------------------------------------------ contract

@@ -112,6 +112,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         tatol, trtol = default_tolerance(torch.float32)
         tw.write_line(f"fallback twin matching torch eager (float32 atol={tatol:g}, rtol={trtol:g}): "
                       f"{len(twins)}: {', '.join(twins) or '-'}")
+        reference = cases("test_reference_run_matches_eager[")
+        if reference:
+            tw.write_line(f"delegated program on the backend's host reference matching eager (float32 atol={atol:g}, "
+                          f"rtol={rtol:g}): {len(reference)}: {', '.join(reference)}")
         programs = [(o, c, r) for o, c, r in programs if not (o == "skipped" and "is not available here" in
                                                              _skip_reason(r))]
     else:
@@ -128,6 +132,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         tw.write_line(f"FAILED: {len(failed)}: " + ", ".join(f"{t}" + (" (error)" if o == "error" else "")
                                                           for t, o in failed), red=True)
     else:
-        outputs = ("test_program_matches_eager[", "test_unavailable_backend_says_why[", "test_fallback_twin_matches_eager[")
+        outputs = ("test_program_matches_eager[", "test_unavailable_backend_says_why[", "test_fallback_twin_matches_eager[",
+                   "test_reference_run_matches_eager[")
         contract = sum(1 for o, t, _ in reports if not t.startswith(outputs) and o == "passed")
         tw.write_line(f"contract checks passed: {contract} (tags, preprocess determinism, lifecycle, registration)")

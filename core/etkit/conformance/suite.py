@@ -146,8 +146,20 @@ def test_fallback_twin_matches_eager(case, backend, lowered, tmp_path):
     method = _run(f"{case}: loading {name}", program.load_method, name)
     if name == "forward":
         assert method.fallback_reason, "the backend is unavailable, but the method did not report using its fallback"
+    # a prepared (e.g. quantized) program rounds like the backend's reference, so the backend's tolerance holds
     _compare(backend, _run(f"{case}: executing the fallback", method.execute, list(lowered.inputs)),
-             lowered.eager_outputs, f"{case} fallback twin", portable=True)
+             lowered.eager_outputs, f"{case} fallback twin", portable=not lowered.prepared)
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_reference_run_matches_eager(case, backend, lowered):
+    """Where the backend offers a host-side reference execution (hook ``etkit_conformance_reference_run``:
+    a vendor reference model or simulator), the delegated program run on it matches eager."""
+    _require_delegated(backend, lowered)
+    outputs = checks.reference_run(backend.backend_id, lowered.manager, lowered.inputs)
+    if outputs is None:
+        pytest.skip(f"{backend.backend_id} offers no host-side reference execution")
+    _compare(backend, outputs, lowered.eager_outputs, f"{case} on the {backend.backend_id} reference")
 
 
 # ------------------------------------------------------------------------------------------------ contract

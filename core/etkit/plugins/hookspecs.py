@@ -83,3 +83,36 @@ def etkit_conformance_tolerance(backend_id: str, dtype: "torch.dtype"):  # noqa:
     :param dtype: the ``torch.dtype`` of the output being compared.
     :returns: ``(atol, rtol)`` as floats, or ``None`` to keep the default.
     """
+
+
+@hookspec(firstresult=True)
+def etkit_conformance_prepare(backend_id: str, module: "torch.nn.Module", example_inputs: tuple):  # noqa: F821
+    """Turn a conformance case into the kind of program the backend runs, before it is exported.
+
+    A backend that runs only quantized programs (an int8 NPU) returns the case's module quantized with its
+    own quantizer (PT2E ``prepare_pt2e`` + calibration on ``example_inputs`` + ``convert_pt2e``); the suite
+    then exports that module and compares the backend with *its* eager outputs (the PT2E reference), using
+    the backend's tolerance also for the program's fallback twin. First result wins: implementations
+    return ``None`` for backends they do not own (and the case is used as it is).
+
+    :param backend_id: the backend under test.
+    :param module: the case's float module (eval mode).
+    :param example_inputs: the case's inputs (a tuple of tensors).
+    :returns: the module to export instead (a ``torch.nn.Module``/``GraphModule``), or ``None``.
+    """
+
+
+@hookspec(firstresult=True)
+def etkit_conformance_reference_run(backend_id: str, program, inputs: tuple):
+    """Run a lowered program on the host without the backend's hardware, for the conformance suite.
+
+    A backend whose hardware is unavailable here but which has a bit-accurate host model (a vendor
+    reference model, a simulator) executes ``program``'s delegates with it; the suite compares the
+    result with eager like a real run ("reference" mode). First result wins: implementations return
+    ``None`` for backends they do not own.
+
+    :param backend_id: the backend under test.
+    :param program: the ``EdgeProgramManager`` after lowering (its ``"forward"`` method).
+    :param inputs: the method's user inputs.
+    :returns: the method's outputs as a list of tensors, or ``None``.
+    """

@@ -231,6 +231,28 @@ def _format_plan(plan, layout: PteLayout, data: bytes = b"") -> list[str]:
     return lines
 
 
+def delegate_payloads(path_or_bytes: str | os.PathLike | bytes) -> list[tuple]:
+    """Every delegate of a .pte with its payload: ``(method name, delegate index, backend id, payload bytes,
+    {compile spec key: value bytes})`` in file order (for plugins' own tools, e.g. dumping a compiled graph).
+
+    Raises:
+        PteFormatError: the data is not a .pte this etkit reads.
+        OSError: the path cannot be read.
+    """
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(path_or_bytes)
+    else:
+        with open(os.fspath(path_or_bytes), "rb") as f:
+            data = f.read()
+    layout = read_layout(data)
+    found = []
+    for plan in layout.program.executionPlan or []:
+        for i, delegate in enumerate(plan.delegates or []):
+            specs = {_text(s.key): bytes(as_bytes(s.value)) for s in delegate.compileSpecs or []}
+            found.append((_text(plan.name), i, _text(delegate.id), _delegate_payload(delegate, layout, data), specs))
+    return found
+
+
 def format_program(path_or_bytes: str | os.PathLike | bytes) -> str:
     """Render a .pte file (a path or its bytes) as text, one fact per line.
 

@@ -1,0 +1,25 @@
+"""What ``etkit inspect`` shows for an Ethos-U delegate (hook ``etkit_describe_payload``)."""
+from __future__ import annotations
+
+from .payload import unpack
+
+
+def describe_payload(processed: bytes, compile_specs: dict) -> list[str]:
+    """Lines describing one ``vela_bin_stream`` payload.
+
+    Raises:
+        etkit_ethosu.payload.PayloadError: the bytes are not an Ethos-U payload.
+    """
+    payload = unpack(processed)
+    target = compile_specs.get("target", b"?").decode(errors="replace")
+    tosa = compile_specs.get("tosa_spec", b"?").decode(errors="replace")
+    lines = [f"Ethos-U target {target} ({tosa}); command stream {len(payload.cmd_data)} bytes, "
+             f"weights {len(payload.weight_data)} bytes, scratch {payload.scratch_size} bytes"]
+    for kind, ios in (("input", payload.inputs), ("output", payload.outputs)):
+        for i, io in enumerate(ios):
+            shape = "x".join(str(d) for d in io.shape)
+            lines.append(f"{kind} {i}: {shape}, {io.elem_size}-byte elements, scratch offset {io.offset} "
+                         f"(region {io.region})")
+    if payload.tosa is not None:
+        lines.append(f"TOSA graph kept: {len(payload.tosa)} bytes (python -m etkit_ethosu dump-tosa MODEL.pte DIR)")
+    return lines

@@ -1,0 +1,214 @@
+"""``EthosUPartitioner``: tags the int8 regions of a PT2E-quantized program that the Ethos-U NPU runs.
+
+A region starts at int8 values (the outputs of ``quantize`` nodes, or int8 program inputs) and ends at
+``quantize`` nodes, so a delegate takes and returns int8 tensors and the float<->int8 conversions at its
+edges run outside, as in ExecuTorch's Arm backend. Inside, every op must have a TOSA 1.0 INT lowering and
+satisfy the target's constraints (:mod:`etkit_ethosu.lowering.ops`): Vela has no CPU fallback for TOSA
+input, so one op it refuses would fail the whole partition. Every op left outside is reported with its
+reason (:meth:`EthosUPartitioner.report`).
+
+Seed pages: "Arm Ethos-U Backend", "Partitioner API" (Ethos-U).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Callable, Optional, Sequence
+
+import torch
+from torch.export import ExportedProgram
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from etkit.backend import DELEGATION_TAG, DelegationSpec, Partitioner, PartitionReport, PartitionResult, Rejection
+from etkit.backend.utils import is_constant, is_delegate_call, is_user_input, node_target_name, tag_constant_data
+
+from .compile_spec import EthosUCompileSpec
+from .lowering import ops
+from .plugin import BACKEND_ID
+
+logger = logging.getLogger(__name__)
+
+
+def _tensor_inputs(node: torch.fx.Node) -> list:
+    """Node arguments that carry tensors (lists flattened: ``cat``)."""
+    found = []
+    for arg in node.args:
+        for a in (arg if isinstance(arg, (list, tuple)) else [arg]):
+            if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor):
+                found.append(a)
+    return found
+
+
+def _is_int8_activation_qdq(node) -> bool:
+    return node.args[5] == torch.int8 and tuple(node.args[3:5]) == (-128, 127)
+
+
+def _duplicate_dequantize(ep: ExportedProgram) -> None:
+    """Give every user of a shared ``dequantize`` its own copy, so one user staying outside does not keep
+    the others out (ExecuTorch's backends do the same)."""
+    graph = ep.graph
+    for node in list(graph.nodes):
+        if not ops.is_dequantize(node) or len(node.users) < 2:
+            continue
+        for user in list(node.users)[1:]:
+            with graph.inserting_after(node):
+                copy = graph.node_copy(node)
+            copy.meta = dict(node.meta)
+            user.replace_input_with(node, copy)
+    ep.graph_module.recompile()
+
+
+class EthosUPartitioner(Partitioner):
+    """Delegates to the Ethos-U NPU the quantized ops it can run.
+
+    Args:
+        compile_spec: the target (default ``EthosUCompileSpec("ethos-u55-128")``); stored in each delegate's
+            compile specs and used for the target's operator constraints.
+        additional_checks: more vetoes, as ExecuTorch accepts them: ``torch.fx`` ``OperatorSupportBase``
+            objects (``is_node_supported(submodules, node)``) or callables ``node -> bool``; a node any of them
+            refuses stays outside, reported as such.
+
+    The graph must be quantized (``EthosUQuantizer`` + ``prepare_pt2e``/``convert_pt2e``): float ops are left
+    outside with the reason "not quantized".
+    """
+
+    def __init__(self, compile_spec: Optional[EthosUCompileSpec] = None,
+                 additional_checks: Optional[Sequence] = None) -> None:
+        self.compile_spec = compile_spec or EthosUCompileSpec()
+        super().__init__(DelegationSpec(BACKEND_ID, self.compile_spec.to_list()))
+        self.additional_checks = list(additional_checks or [])
+        self._report: Optional[PartitionReport] = None
+
+    # ---- decisions ---------------------------------------------------------------------------------------
+
+    def _vetoed(self, node) -> Optional[str]:
+        for check in self.additional_checks:
+            ok = check.is_node_supported({}, node) if hasattr(check, "is_node_supported") else check(node)
+            if not ok:
+                return f"refused by additional check {type(check).__name__}"
+        return None
+
+    def _candidates(self, ep: ExportedProgram) -> tuple[set, dict]:
+        """Nodes that could be delegated on their own merits, and why the others cannot."""
+        u55 = self.compile_spec.is_u55_family
+        candidates, reasons = set(), {}
+        for node in ep.graph.nodes:
+            if node.op != "call_function" or is_delegate_call(node):
+                continue
+            if ops.is_quantize(node) or ops.is_dequantize(node):
+                if _is_int8_activation_qdq(node):
+                    candidates.add(node)
+                continue
+            if ops.is_weight_dequantize(node):
+                source = node.args[0]
+                if isinstance(source, torch.fx.Node) and source.op == "placeholder" and is_constant(ep, source):
+                    candidates.add(node)
+                continue
+            reason = ops.constraint(node, u55) or self._vetoed(node)
+            if reason is None:
+                candidates.add(node)
+            else:
+                reasons[node] = reason
+        return candidates, reasons
+
+    def _settle(self, ep: ExportedProgram, supported: set, reasons: dict) -> None:
+        """Drop nodes until every float value inside comes from inside and stays inside (fixpoint)."""
+
+        def inside_or_constant(arg) -> bool:
+            return arg in supported or (arg.op == "placeholder" and is_constant(ep, arg))
+
+        def compute_users_ok(node) -> bool:
+            for user in node.users:
+                while ops.is_tail(user) and len(user.users) == 1 and user in supported:
+                    user = next(iter(user.users))
+                if not (ops.is_quantize(user) and user in supported):
+                    return False
+            return True
+
+        changed = True
+        while changed:
+            changed = False
+            for node in list(supported):
+                why = None
+                if ops.is_quantize(node):
+                    ok = node.args[0] in supported
+                elif ops.is_dequantize(node):
+                    src = node.args[0]
+                    ok = (ops.is_quantize(src) or (src.op == "placeholder" and (is_user_input(ep, src) or is_constant(ep, src)))) and \
+                        all(u in supported for u in node.users)
+                elif ops.is_weight_dequantize(node):
+                    ok = all(u in supported for u in node.users)
+                else:
+                    inputs = _tensor_inputs(node)
+                    missing = [a for a in inputs if not inside_or_constant(a)]
+                    ok = not missing
+                    if missing and not any(ops.is_dequantize(a) for a in inputs):
+                        why = (f"not quantized: its input {missing[0].name} is a float tensor; quantize the model "
+                               f"with EthosUQuantizer (the NPU runs int8 only)")
+                    elif missing:
+                        why = f"its input {missing[0].name} stays outside the NPU partition"
+                    elif ops.is_compute(node) and not compute_users_ok(node):
+                        ok, why = False, ("its result is not quantized (no quantize node after it); quantize the "
+                                          "model with EthosUQuantizer")
+                    elif not ops.is_compute(node) and not all(u in supported for u in node.users):
+                        ok, why = False, "its result is used outside the NPU partition as a float tensor"
+                if not ok:
+                    supported.discard(node)
+                    if why is not None:
+                        reasons[node] = why
+                    changed = True
+
+    # ---- Partitioner API ---------------------------------------------------------------------------------
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        """Tag the int8 regions, one tag per connected group; returns ``{tag: DelegationSpec("EthosUBackend")}``."""
+        ep = exported_program
+        _duplicate_dequantize(ep)
+        supported, reasons = self._candidates(ep)
+        self._settle(ep, supported, reasons)
+
+        class _Support(OperatorSupportBase):
+            def is_node_supported(self, submodules, node) -> bool:
+                return node in supported
+
+        groups = [list(p.nodes) for p in CapabilityBasedPartitioner(
+            ep.graph_module, _Support(), allows_single_node_partition=True).propose_partitions()]
+        order = {n: i for i, n in enumerate(ep.graph.nodes)}
+        groups.sort(key=lambda g: min(order[n] for n in g))
+        tags, delegated = {}, collections.Counter()
+        for nodes in groups:
+            if not any(ops.is_compute(n) or ops.is_pass_through(n) for n in nodes):
+                continue  # quantize/dequantize pairs alone: nothing for the NPU to do
+            tag = f"ethosu_{len(tags)}"
+            tags[tag] = self.delegation_spec
+            for n in nodes:
+                n.meta[DELEGATION_TAG] = tag
+                delegated[node_target_name(n)] += 1
+        tag_constant_data(ep)
+        rejected = [Rejection(n.name, node_target_name(n), why) for n, why in reasons.items()
+                    if DELEGATION_TAG not in n.meta]
+        rejected.sort(key=lambda r: order.get(next((n for n in ep.graph.nodes if n.name == r.node_name), None), 0))
+        self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
+        logger.info("%s", self._report.format())
+        return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+
+    def ops_to_not_decompose(
+        self, ep: ExportedProgram
+    ) -> tuple[list[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
+        """``aten.linear`` and the unary ops lowered as a TABLE stay whole where their input is quantized
+        (a decomposed ``gelu`` would need a quantize node after every piece)."""
+        keep = {torch.ops.aten.linear.default}
+        for name in ops.TABLE_OPS:
+            _, op, overload = name.split(".")
+            keep.add(getattr(getattr(torch.ops.aten, op), overload))
+
+        def quantized_input(node: torch.fx.Node) -> bool:
+            return bool(node.args) and isinstance(node.args[0], torch.fx.Node) and ops.is_dequantize(node.args[0])
+
+        present = {n.target for n in ep.graph.nodes if n.op == "call_function" and n.target in keep}
+        return sorted(present, key=str), quantized_input
+
+    def report(self) -> Optional[PartitionReport]:
+        """Delegated op counts and every op left outside with its reason, for the last :meth:`partition`."""
+        return self._report

@@ -1,0 +1,45 @@
+"""``EthosUBackend.preprocess``: partition -> TOSA 1.0 INT flatbuffer -> Vela -> ``vela_bin_stream`` payload.
+
+The payload is byte-identical to what ExecuTorch 1.5.1's Arm backend writes for the same Vela output
+(:mod:`etkit_ethosu.payload`), so an etkit ``.pte`` delegate runs on ExecuTorch's Ethos-U runtime and the
+other way round. Seed page: "Arm Ethos-U Backend".
+"""
+from __future__ import annotations
+
+from torch.export import ExportedProgram
+
+from etkit.backend import BackendDetails, CompileSpec, PreprocessResult
+
+from .compile_spec import EthosUCompileSpec
+from .lowering import lower_to_tosa
+from .payload import pack
+
+
+class EthosUBackend(BackendDetails):
+    """The Ethos-U backend's ahead-of-time half (backend id ``EthosUBackend``)."""
+
+    @staticmethod
+    def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
+        """Compile one partition for the compile spec's Ethos-U target.
+
+        Args:
+            edge_program: the partition (int8 inputs, ``quantize`` nodes as outputs).
+            compile_specs: from :meth:`EthosUCompileSpec.to_list` (ExecuTorch's keys).
+
+        Returns:
+            ``PreprocessResult`` whose ``processed_bytes`` is the ``vela_bin_stream`` payload (command stream,
+            encoded weights, scratch size, I/O layout; plus the TOSA graph with ``keep_tosa=True``).
+
+        Raises:
+            etkit_ethosu.lowering.LoweringError: an op the TOSA lowering cannot express.
+            etkit_ethosu.vela_compile.VelaCompileError: Vela refused the graph for this target.
+            ImportError: tosa-tools is missing (the message says how to install it).
+        """
+        spec = EthosUCompileSpec.from_list(compile_specs)
+        tosa = lower_to_tosa(edge_program)
+        from .vela_compile import compile_tosa
+        result = compile_tosa(tosa.flatbuffer, spec, estimate=False)
+        payload = result.payload
+        if spec.keep_tosa:
+            payload.tosa = tosa.flatbuffer
+        return PreprocessResult(processed_bytes=pack(payload))
