@@ -9,7 +9,8 @@ Seed pages: "Arm Ethos-U Backend", "Partitioner API" (Ethos-U), "Quantization" (
 from __future__ import annotations
 
 __all__ = ["EthosUCompileSpec", "EthosUPartitioner", "EthosUQuantizer", "EthosUBackend",
-           "get_symmetric_quantization_config", "run_on_tosa_reference", "BACKEND_ID"]
+           "get_symmetric_quantization_config", "run_on_tosa_reference", "quantize_for_ethosu",
+           "performance_report", "partition_estimates", "BACKEND_ID"]
 
 from .plugin import BACKEND_ID
 
@@ -20,6 +21,9 @@ _LAZY = {
     "get_symmetric_quantization_config": ".quantizer",
     "EthosUBackend": ".preprocess",
     "run_on_tosa_reference": ".reference",
+    "quantize_for_ethosu": ".pt2e",
+    "performance_report": ".estimate",
+    "partition_estimates": ".estimate",
 }
 
 

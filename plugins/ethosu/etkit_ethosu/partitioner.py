@@ -93,9 +93,14 @@ class EthosUPartitioner(Partitioner):
         """Nodes that could be delegated on their own merits, and why the others cannot."""
         u55 = self.compile_spec.is_u55_family
         candidates, reasons = set(), {}
+        quantized_flow = set()  # nodes computing on dequantized values (directly or through other such nodes)
         for node in ep.graph.nodes:
             if node.op != "call_function" or is_delegate_call(node):
                 continue
+            inputs = _tensor_inputs(node)
+            if ops.is_dequantize(node) or any(ops.is_dequantize(a) or a in quantized_flow for a in inputs):
+                if not ops.is_quantize(node):
+                    quantized_flow.add(node)
             if ops.is_quantize(node) or ops.is_dequantize(node):
                 if _is_int8_activation_qdq(node):
                     candidates.add(node)
@@ -104,6 +109,10 @@ class EthosUPartitioner(Partitioner):
                 source = node.args[0]
                 if isinstance(source, torch.fx.Node) and source.op == "placeholder" and is_constant(ep, source):
                     candidates.add(node)
+                continue
+            if node not in quantized_flow:
+                reasons[node] = ("not quantized: it computes on float tensors; quantize the model with "
+                                 "EthosUQuantizer (the NPU runs int8 only)")
                 continue
             reason = ops.constraint(node, u55) or self._vetoed(node)
             if reason is None:

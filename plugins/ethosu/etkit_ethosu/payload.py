@@ -157,5 +157,11 @@ def unpack(data: bytes) -> VelaPayload:
     if len(blocks["scratch_size"]) != 4:
         raise PayloadError(f"block scratch_size is {len(blocks['scratch_size'])} bytes, expected 4")
     (scratch,) = struct.unpack("<I", blocks["scratch_size"])
-    return VelaPayload(blocks["cmd_data"], blocks["weight_data"], scratch, _read_ios(blocks["inputs"], "inputs"),
-                       _read_ios(blocks["outputs"], "outputs"), blocks.get("tosa_graph"))
+    payload = VelaPayload(blocks["cmd_data"], blocks["weight_data"], scratch, _read_ios(blocks["inputs"], "inputs"),
+                          _read_ios(blocks["outputs"], "outputs"), blocks.get("tosa_graph"))
+    for what, ios in (("inputs", payload.inputs), ("outputs", payload.outputs)):
+        for i, io in enumerate(ios):
+            if io.region == 1 and io.offset + io.nbytes > scratch:
+                raise PayloadError(f"{what}[{i}]: {io.nbytes} bytes at offset {io.offset} do not fit in the "
+                                   f"{scratch}-byte scratch region (region 1)")
+    return payload

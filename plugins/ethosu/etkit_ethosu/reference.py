@@ -9,7 +9,7 @@ the delegate's partition. Delegates of other backends run their partition in eag
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -66,17 +66,32 @@ def delegate_tosa(lowered) -> bytes:
     return lower_to_tosa(lowered.original_module).flatbuffer
 
 
-def _run_delegate(lowered, args):
-    if lowered.backend_id != BACKEND_ID:
-        return tuple(run_exported(lowered.original_module, args))
-    arrays = [a.detach().contiguous().numpy() for a in args]
-    outputs = run_tosa(delegate_tosa(lowered), arrays)
-    return tuple(torch.from_numpy(np.array(o)) for o in outputs)
+def _run_delegate(lowered, args, delegates: str, observe):
+    if lowered.backend_id != BACKEND_ID or delegates == "eager":
+        outputs = tuple(run_exported(lowered.original_module, args))
+    else:
+        arrays = [a.detach().contiguous().numpy() for a in args]
+        outputs = tuple(torch.from_numpy(np.array(o)) for o in run_tosa(delegate_tosa(lowered), arrays))
+    if observe is not None:
+        observe(lowered, list(args), list(outputs))
+    return outputs
 
 
-def run_exported(ep, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Interpret an edge ``ExportedProgram`` in eager (constants from its state), running its delegate calls:
-    Ethos-U ones on the TOSA reference model, others as their partition in eager. Returns the user outputs."""
+def run_exported(ep, inputs: Sequence[torch.Tensor], delegates: str = "tosa",
+                 observe: Optional[Callable] = None) -> list[torch.Tensor]:
+    """Interpret an edge ``ExportedProgram`` in eager (constants from its state), running its delegate calls.
+
+    Args:
+        ep: the program.
+        inputs: its user inputs.
+        delegates: ``"tosa"``: Ethos-U delegates run on the TOSA reference model; ``"eager"``: they run their
+            partition in eager (the PT2E reference). Other backends' delegates always run in eager.
+        observe: called as ``observe(lowered_module, args, outputs)`` after each delegate call (for tests and
+            debugging: compare a delegate's outputs with its partition's).
+
+    Returns:
+        The user outputs.
+    """
     from etkit.backend.delegate import executorch_call_delegate
 
     user = iter(inputs)
@@ -92,7 +107,7 @@ def run_exported(ep, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     class _Interpreter(torch.fx.Interpreter):
         def call_function(self, target, a, kw):
             if target is executorch_call_delegate:
-                return _run_delegate(a[0], a[1:])
+                return _run_delegate(a[0], a[1:], delegates, observe)
             return super().call_function(target, a, kw)
 
     with torch.no_grad():
