@@ -9,6 +9,7 @@ the delegate's partition. Delegates of other backends run their partition in eag
 from __future__ import annotations
 
 import os
+import sys
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -16,6 +17,10 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from .plugin import BACKEND_ID
+
+
+#: Printed by the reference model for every TOSA 1.0 graph (its serializer is 1.1 draft); harmless.
+_VERSION_NOTICE = "WARNING: Different TOSA spec in flatbuffer and serializer versions detected"
 
 
 class TosaReferenceError(RuntimeError):
@@ -44,14 +49,25 @@ def run_tosa(flatbuffer: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray
     Raises:
         TosaReferenceError: the graph is invalid or the model reports an error (its status is quoted).
     """
+    from ._capture import CaptureOutput
+
     model = _reference_model()
     os.environ.setdefault("TOSA_MODEL_NO_BACKTRACE", "1")  # else it attaches gdb on an invalid graph
-    try:
-        outputs, status = model.run(bytes(flatbuffer), [np.ascontiguousarray(a) for a in inputs])
-    except ValueError as exc:
-        raise TosaReferenceError(f"the TOSA reference model refused the graph or its inputs: {exc}") from exc
+    error = None
+    with CaptureOutput() as captured:  # its C++ prints a version notice on every run
+        try:
+            outputs, status = model.run(bytes(flatbuffer), [np.ascontiguousarray(a) for a in inputs])
+        except ValueError as exc:
+            error = exc
+    log = "\n".join(line for line in captured.text.splitlines()
+                    if line.strip() and not line.startswith(_VERSION_NOTICE))
+    if error is not None:
+        raise TosaReferenceError(f"the TOSA reference model refused the graph or its inputs: {error}"
+                                 + (f"\n{log}" if log else "")) from error
     if "VALID" not in str(status):
-        raise TosaReferenceError(f"the TOSA reference model returned status {status}")
+        raise TosaReferenceError(f"the TOSA reference model returned status {status}" + (f"\n{log}" if log else ""))
+    if log:
+        print(log, file=sys.stderr)
     return list(outputs)
 
 

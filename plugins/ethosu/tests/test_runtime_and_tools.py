@@ -104,3 +104,9 @@ def test_performance_report_per_layer_and_per_target(lowered):
     assert u55.summary["cycles_total"] > 0 and u85.summary["cycles_total"] > 0
     assert u85.summary["accelerator_configuration"] != u55.summary["accelerator_configuration"]
     assert any(layer.mac_count > 0 for layer in u55.layers)
+
+
+def test_reference_model_refuses_a_corrupt_graph_with_an_error():
+    from etkit_ethosu.reference import TosaReferenceError
+    with pytest.raises(TosaReferenceError, match="refused the graph"):
+        run_tosa(b"\x00" * 64, [])
