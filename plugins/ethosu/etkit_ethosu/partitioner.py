@@ -97,7 +97,7 @@ class EthosUPartitioner(Partitioner):
         for node in ep.graph.nodes:
             if node.op != "call_function" or is_delegate_call(node):
                 continue
-            inputs = _tensor_inputs(node)
+            inputs = node.all_input_nodes
             if ops.is_dequantize(node) or any(ops.is_dequantize(a) or a in quantized_flow for a in inputs):
                 if not ops.is_quantize(node):
                     quantized_flow.add(node)

@@ -264,7 +264,13 @@ class _Lowerer:
     def _bias(self, node, acc_scales: np.ndarray, channels: int) -> np.ndarray:
         if node is None:
             return np.zeros(channels, dtype=np.int32)
-        bias = self.constant(node).double().numpy()
+        if ops.is_weight_dequantize(node):  # a quantized bias (ExecuTorch's quantizer makes int32 ones)
+            qd = torch.ops.quantized_decomposed
+            args = [self.constant(a) if isinstance(a, torch.fx.Node) else a for a in node.args]
+            bias = (qd.dequantize_per_channel(*args) if node.target == qd.dequantize_per_channel.default
+                    else qd.dequantize_per_tensor(*args)).double().numpy()
+        else:
+            bias = self.constant(node).double().numpy()
         q = np.round(bias / acc_scales)
         if np.any(np.abs(q) >= 2 ** 31):
             raise LoweringError(f"{node.name}: the bias does not fit int32 at the accumulator's scale")
