@@ -317,10 +317,12 @@ class EthosUQuantizer(Quantizer):
     # ----------------------------------------------------------------------------- annotation
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
-        """Returns ``model`` unchanged. ExecuTorch's version lifts scalar operands (``x + 1.0``) to tensor
-        attributes here; this one keeps them as Python scalars in the op's args (only the tensor operand is
-        quantized; the lowering folds the scalar into the op)."""
-        return model
+        """Rewrite softmax and layer_norm into ops the NPU lowering has (:mod:`etkit_ethosu.decompositions`), so
+        each piece gets its own quantization, as ExecuTorch's Arm quantizer does. Scalar operands (``x + 1.0``)
+        stay Python scalars in the op's args (ExecuTorch lifts them to tensor attributes; the lowering folds
+        them into the op)."""
+        from .decompositions import decompose_for_npu
+        return decompose_for_npu(model)
 
     def annotate(self, model: GraphModule) -> GraphModule:
         """Attach ``quantization_annotation`` metadata following the rules in the module docstring.

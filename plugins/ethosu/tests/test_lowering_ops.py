@@ -2,7 +2,8 @@
 is delegated, Vela compiles the partition, and the TOSA graph run on Arm's TOSA reference model matches the
 partition run in eager (the PT2E reference) on the same int8 inputs within 1 LSB (TOSA's RESCALE rounds ties up,
 PyTorch's quantize rounds them to even; docs/design/ethosu-route.md, section 3.2). The program's float output
-matches the PT2E model within that LSB too."""
+matches the PT2E model within that LSB too. Softmax and layer_norm are decomposed by EthosUQuantizer before
+quantization (etkit_ethosu.decompositions), so their PT2E reference is the decomposed int8 computation."""
 from __future__ import annotations
 
 import pytest
@@ -63,8 +64,16 @@ CASES = {
     "permute": (Fn(lambda m, x: x.permute(0, 2, 1) + 1.0), (r(2, 3, 8),)),
     "slice": (Fn(lambda m, x: x[:, 1:3] + x[:, :2]), (r(2, 5, 4),)),
     "matmul": (Fn(lambda m, x, y: torch.matmul(x, y)), (r(2, 4, 8), r(2, 8, 5, seed=1))),
+    "softmax": (Fn(lambda m, x: torch.softmax(x, dim=-1)), (r(2, 4, 10),)),
+    "layer_norm": (Fn(lambda m, x: m.norm(x), norm=nn.LayerNorm(16)), (r(2, 5, 16),)),
     "unsqueeze_squeeze": (Fn(lambda m, x: torch.sigmoid(x.unsqueeze(1)).squeeze(1)), (r(2, 6),)),
 }
+
+
+#: Cases chaining several rounding steps per element: layer_norm's row mean is sum/16 with the input's scale,
+#: so exact ties are frequent there (TOSA rounds them up, PyTorch to even), and a 1-LSB different mean or
+#: rsqrt shifts its whole row by up to 2 LSB at the output (measured: 25 of 160 elements, max 2, for one seed).
+LSB_TOLERANCE = {"layer_norm": 2}
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
@@ -76,10 +85,11 @@ def test_op_lowers_and_matches_the_pt2e_reference(name, target):
     assert report.num_partitions >= 1, report.format()
     assert not report.rejected, f"{name} on {target}: ops left outside:\n{report.format()}"
     diffs = delegate_lsb_differences(lowered, inputs)
-    assert diffs and max(diffs) <= 1, f"TOSA reference vs eager partition differ by {diffs} LSB"
+    tolerance = LSB_TOLERANCE.get(name, 1)
+    assert diffs and max(diffs) <= tolerance, f"TOSA reference vs eager partition differ by {diffs} LSB"
     outputs = run_on_tosa_reference(lowered.manager, list(inputs))
     with torch.no_grad():
         expected = lowered.reference(*inputs)
     expected = expected if isinstance(expected, (tuple, list)) else [expected]
     for out, ref, step in zip(outputs, expected, output_steps(lowered)):
-        torch.testing.assert_close(out, ref, atol=step * 1.001, rtol=0)  # one output quantization step
+        torch.testing.assert_close(out, ref, atol=step * tolerance * 1.001, rtol=0)  # output quantization steps

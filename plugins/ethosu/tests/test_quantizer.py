@@ -395,16 +395,21 @@ def test_cat_inputs_and_output_share_parameters():
     assert _max_error(model, gm, samples) <= 3 * out[0]
 
 
-def test_softmax_has_own_output_parameters():
-    """softmax: dequantized input, its own output quantization (range [0, 1] -> zero point -128).
-    Numerics within 4 output scales."""
+def test_softmax_is_decomposed_and_each_piece_quantized():
+    """softmax is rewritten before annotation (etkit_ethosu.decompositions, as ExecuTorch's Arm quantizer does):
+    ``e = exp(x - amax(x)); e * reciprocal(sum(e))``, each piece with its own quantization (amax shares its
+    input's), so every piece has a TOSA lowering. Numerics against float softmax: within 4 output scales."""
     model = Softmax()
     gm, samples = _quantize(model, [(3, 8)])
-    softmax = _op(gm, aten.softmax.int)
-    linear_out = _qparams(_input_dq(softmax))
-    out = _qparams(_output_q(softmax))
-    assert out != linear_out and out[1] == -128 and out[0] <= 1 / 255 + 1e-6
-    assert _max_error(model, gm, samples) <= 4 * out[0]
+    assert not _ops(gm, aten.softmax.int) and not _ops(gm, aten._softmax.default)
+    amax, exp = _op(gm, aten.amax.default), _op(gm, aten.exp.default)
+    assert _qparams(_output_q(amax)) == _qparams(_input_dq(amax))
+    s_exp, zp_exp = _qparams(_output_q(exp))
+    assert zp_exp == -128 and s_exp <= 1 / 255 + 1e-6  # exp of a value <= 0 lies in (0, 1]
+    for target in (aten.sum.dim_IntList, aten.reciprocal.default, aten.mul.Tensor):
+        _output_q(_op(gm, target))
+    out, _ = _qparams(_output_q(_op(gm, aten.mul.Tensor)))
+    assert _max_error(model, gm, samples) <= 4 * out
 
 
 def test_matmul_and_sigmoid():
@@ -454,18 +459,22 @@ def test_elementwise_functions_have_own_parameters():
                 assert (expected - got).abs().max().item() <= bound
 
 
-def test_div_and_layer_norm_stay_float():
-    """layer_norm and div are not annotated: no quantize after them (their inputs may be dequantized outputs of
-    quantized ops). cos, an op the quantizer does not know, is not annotated either: the quantize after it
-    is the input quantization of the add that reads it."""
+def test_div_stays_float_and_layer_norm_is_decomposed():
+    """div is not annotated: no quantize after it (its inputs may be dequantized outputs of quantized ops).
+    layer_norm is rewritten before annotation into mean, sub, mul, add, rsqrt (quantized, a TABLE on the NPU)
+    and the affine mul/add. cos, an op the quantizer does not know, is not annotated either: the quantize
+    after it is the input quantization of the add that reads it."""
     gm, _ = _quantize(FloatTail(), [(2, 8)])
-    layer_norm, div = _op(gm, aten.layer_norm.default), _op(gm, aten.div.Tensor)
-    assert _not_quantized(layer_norm) and _not_quantized(div)
-    _input_dq(layer_norm)
-    assert all(u.op == "output" for u in div.users)
+    div = _op(gm, aten.div.Tensor)
+    assert _not_quantized(div) and all(u.op == "output" for u in div.users)
+    assert not _ops(gm, aten.layer_norm.default)
+    _output_q(_op(gm, aten.rsqrt.default))
+    assert len(_ops(gm, aten.mean.dim)) == 2
     cos = _op(gm, aten.cos.default)  # unknown op: reads the float graph input; its reader (add) quantizes
     assert cos.args[0].op == "placeholder" and [u.target for u in cos.users] == [Q]
-    assert [u.target for u in _output_q(cos).users] == [DQ] and _op(gm, aten.add.Tensor).args[0].target == DQ
+    assert [u.target for u in _output_q(cos).users] == [DQ]
+    (cos_add,) = [a for a in _ops(gm, aten.add.Tensor) if a.args[0].target == DQ and a.args[0].args[0].args[0] is cos]
+    assert cos_add is not None
 
 
 def test_split_pieces_share_input_parameters():
@@ -524,11 +533,11 @@ def test_module_type_config_overrides_global():
 
 
 def test_set_io_quantizes_float_outputs():
-    """With ``set_io`` the float ``layer_norm`` output is quantized before the graph output."""
+    """With ``set_io`` the float ``div`` output is quantized before the graph output."""
     quantizer = EthosUQuantizer().set_global(get_symmetric_quantization_config())
     quantizer.set_io(get_symmetric_quantization_config())
     gm, _ = _quantize(FloatTail(), [(2, 8)], quantizer=quantizer)
-    _output_q(_op(gm, aten.layer_norm.default))
+    _output_q(_op(gm, aten.div.Tensor))
 
 
 # --------------------------------------------------------------------------------- QAT
