@@ -37,6 +37,16 @@ def _cmd_inspect(args) -> int:
         print(f"etkit inspect: {args.model}: {exc}", file=sys.stderr)
         return 1
     print(_runs_here(requirements))
+    if args.dump:
+        from .serialize.inspect import dump_payloads
+        try:
+            lines = dump_payloads(data, args.dump)
+        except OSError as exc:
+            print(f"etkit inspect: cannot write {args.dump}: {exc}", file=sys.stderr)
+            return 1
+        print(f"delegate payloads dumped to {args.dump}:" if lines else "no delegate payloads to dump")
+        for line in lines:
+            print(f"  {line}")
     return 0
 
 
@@ -133,6 +143,9 @@ def main(argv=None) -> int:
     p.set_defaults(fn=_cmd_backends)
     p = sub.add_parser("inspect", help="print a .pte program: methods, instructions, delegates, segments")
     p.add_argument("model", help="path to a .pte file")
+    p.add_argument("--dump", metavar="DIR", default=None,
+                   help="also write each delegate's payload to DIR, laid out by its backend's plugin (e.g. the "
+                        "compiled or intermediate graphs), else as raw bytes")
     p.set_defaults(fn=_cmd_inspect)
     p = sub.add_parser("kernels", help="list the kernels a .pte calls (what a selective build must link)")
     p.add_argument("--model", required=True, help="path to a .pte file")

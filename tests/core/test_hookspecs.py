@@ -100,3 +100,39 @@ def test_describe_payload_lines_appear_in_etkit_inspect(toy_plugin):
     finally:
         manager.remove_plugin("breaks")
     assert "(its plugin could not describe the payload: RuntimeError: corrupt toy payload)" in text
+
+
+def test_dump_payload_hook_and_raw_fallback(toy_plugin, tmp_path):
+    """``etkit inspect --dump DIR``: a plugin lays out its payload (hook ``etkit_dump_payload``); without one,
+    the raw payload is written as ``<method>_<index>.<backend id>.bin``."""
+    from etkit.serialize.inspect import delegate_payloads, dump_payloads
+    from tests.core.toy_backend import TOY_ID, ToyPartitioner
+
+    class Dumps:
+        @hookimpl
+        def etkit_dump_payload(self, backend_id, processed, compile_specs, directory, stem):
+            if backend_id != TOY_ID:
+                return None
+            path = pathlib.Path(directory) / f"{stem}.toy.txt"
+            path.write_text(f"{len(processed)} bytes")
+            return [str(path)]
+
+    class AddMul(torch.nn.Module):
+        def forward(self, x, y):
+            return x * y + y
+
+    inputs = (torch.randn(2, 3), torch.randn(2, 3))
+    data = etkit.to_edge_transform_and_lower(torch.export.export(AddMul(), inputs),
+                                             partitioner=[ToyPartitioner()]).to_executorch().buffer
+    ((method, index, backend, payload, _),) = delegate_payloads(data)
+    assert (method, index, backend) == ("forward", 0, TOY_ID)
+    lines = dump_payloads(data, tmp_path / "raw")
+    assert (tmp_path / "raw" / f"forward_0.{TOY_ID}.bin").read_bytes() == payload and len(lines) == 1
+    manager = get_plugin_manager()
+    manager.add_plugin(Dumps(), name="dumps")
+    try:
+        lines = dump_payloads(data, tmp_path / "laid_out")
+    finally:
+        manager.remove_plugin("dumps")
+    assert (tmp_path / "laid_out" / "forward_0.toy.txt").read_text() == f"{len(payload)} bytes"
+    assert lines == [f"forward_0 ({TOY_ID}): {tmp_path / 'laid_out' / 'forward_0.toy.txt'}"]

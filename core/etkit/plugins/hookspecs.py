@@ -67,6 +67,23 @@ def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dic
     """
 
 
+@hookspec(firstresult=True)
+def etkit_dump_payload(backend_id: str, processed: bytes, compile_specs: dict, directory: str, stem: str):
+    """Write one delegate payload's contents as files a vendor's tools read, for ``etkit inspect --dump DIR``
+    (a compiled graph, a kept intermediate representation, ...).
+
+    First result wins: implementations return ``None`` for backends they do not own; the core then writes the
+    raw payload as ``<stem>.<backend_id>.bin``.
+
+    :param backend_id: the delegate's backend id.
+    :param processed: the payload bytes.
+    :param compile_specs: ``{key: value bytes}`` of the delegate's compile specs.
+    :param directory: the existing output directory.
+    :param stem: a file-name prefix unique to this delegate (``<method>_<delegate index>``).
+    :returns: the paths written (a list, may be empty with nothing worth writing), or ``None``.
+    """
+
+
 # --- testing -----------------------------------------------------------------------------------------
 
 @hookspec(firstresult=True)

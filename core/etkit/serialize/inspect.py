@@ -253,6 +253,38 @@ def delegate_payloads(path_or_bytes: str | os.PathLike | bytes) -> list[tuple]:
     return found
 
 
+def dump_payloads(path_or_bytes: str | os.PathLike | bytes, directory: str | os.PathLike) -> list[str]:
+    """Write every delegate's payload under ``directory`` (created): as the backend's plugin lays it out (hook
+    ``etkit_dump_payload``), else raw as ``<method>_<index>.<backend id>.bin``. Returns one line per delegate
+    saying what was written (or why nothing was).
+
+    Raises:
+        PteFormatError: the data is not a .pte this etkit reads.
+        OSError: the path cannot be read or the directory cannot be written.
+    """
+    from etkit.plugins import get_plugin_manager
+
+    os.makedirs(directory, exist_ok=True)
+    hook = get_plugin_manager().pm.hook.etkit_dump_payload
+    lines = []
+    for method, index, backend_id, payload, specs in delegate_payloads(path_or_bytes):
+        stem = f"{method}_{index}"
+        try:
+            written = hook(backend_id=backend_id, processed=payload, compile_specs=specs,
+                           directory=os.fspath(directory), stem=stem)
+        except Exception as exc:  # a plugin's bug: fall back to the raw bytes
+            lines.append(f"{stem} ({backend_id}): its plugin could not dump it ({type(exc).__name__}: {exc}); "
+                         f"writing the raw payload")
+            written = None
+        if written is None:
+            path = os.path.join(os.fspath(directory), f"{stem}.{backend_id}.bin")
+            with open(path, "wb") as f:
+                f.write(payload)
+            written = [path]
+        lines.append(f"{stem} ({backend_id}): " + (", ".join(str(p) for p in written) or "nothing to write"))
+    return lines
+
+
 def format_program(path_or_bytes: str | os.PathLike | bytes) -> str:
     """Render a .pte file (a path or its bytes) as text, one fact per line.
 

@@ -43,7 +43,7 @@ class EthosUCompileSpec:
         extra_flags: more Vela flags, placed before the generated ones (e.g. ``["--optimise", "Size"]``).
         config_ini: Vela ini file; the default is the one Vela ships.
         keep_tosa: store each partition's TOSA flatbuffer in its payload's debug section so that
-            ``etkit inspect --dump-tosa`` and :func:`etkit_ethosu.run_on_tosa_reference` can use it from the
+            ``etkit inspect MODEL --dump DIR`` and :func:`etkit_ethosu.run_on_tosa_reference` can use it from the
             ``.pte`` alone (the payload grows by the TOSA graph's size, weights included).
 
     Raises:

@@ -21,5 +21,24 @@ def describe_payload(processed: bytes, compile_specs: dict) -> list[str]:
             lines.append(f"{kind} {i}: {shape}, {io.elem_size}-byte elements, scratch offset {io.offset} "
                          f"(region {io.region})")
     if payload.tosa is not None:
-        lines.append(f"TOSA graph kept: {len(payload.tosa)} bytes (python -m etkit_ethosu dump-tosa MODEL.pte DIR)")
+        lines.append(f"TOSA graph kept: {len(payload.tosa)} bytes (write it out with etkit inspect MODEL.pte --dump DIR)")
     return lines
+
+
+def dump_payload(processed: bytes, directory: str, stem: str) -> list[str]:
+    """Write ``<stem>.cmd_data.bin`` (the command stream), ``<stem>.weight_data.bin`` and, when kept,
+    ``<stem>.tosa`` (the TOSA 1.0 flatbuffer, for ``tosa_reference_model``, Vela or ``flatc`` with
+    ``tosa.fbs``) into ``directory``; returns the paths."""
+    import os
+
+    payload = unpack(processed)
+    parts = [("cmd_data.bin", payload.cmd_data), ("weight_data.bin", payload.weight_data)]
+    if payload.tosa is not None:
+        parts.append(("tosa", payload.tosa))
+    written = []
+    for suffix, data in parts:
+        path = os.path.join(directory, f"{stem}.{suffix}")
+        with open(path, "wb") as f:
+            f.write(data)
+        written.append(path)
+    return written

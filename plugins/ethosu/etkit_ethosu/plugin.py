@@ -83,3 +83,12 @@ def etkit_conformance_tolerance(backend_id: str, dtype):
     if backend_id == BACKEND_ID:
         return (0.3, 0.02)
     return None
+
+
+@hookimpl
+def etkit_dump_payload(backend_id: str, processed: bytes, compile_specs: dict, directory: str, stem: str):
+    """For ``etkit inspect --dump DIR``: the command stream, the encoded weights, and the kept TOSA graph."""
+    if backend_id != BACKEND_ID:
+        return None
+    from .describe import dump_payload
+    return dump_payload(processed, directory, stem)

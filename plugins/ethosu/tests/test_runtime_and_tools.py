@@ -71,27 +71,32 @@ def test_inspect_describes_the_payload(lowered, tmp_path):
     assert "TOSA graph kept" in text
 
 
-def test_dump_tosa_writes_the_kept_graph(lowered, tmp_path):
+def _inspect_dump(pte: bytes, tmp_path):
     path = tmp_path / "m.pte"
-    path.write_bytes(lowered.manager.to_executorch().buffer)
-    proc = subprocess.run([sys.executable, "-m", "etkit_ethosu", "dump-tosa", str(path), str(tmp_path / "out")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    (dumped,) = sorted((tmp_path / "out").glob("*.tosa"))
+    path.write_bytes(pte)
+    return subprocess.run([sys.executable, "-m", "etkit", "inspect", str(path), "--dump", str(tmp_path / "out")],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_inspect_dump_writes_the_kept_tosa_graph(lowered, tmp_path):
+    text = _inspect_dump(lowered.manager.to_executorch().buffer, tmp_path)
+    assert "forward_0 (EthosUBackend): " in text
     (module,) = [m for _, m in lowered.manager.exported_program().graph_module.named_children()]
-    assert dumped.read_bytes() == unpack(module.processed_bytes).tosa == delegate_tosa(module)
+    payload = unpack(module.processed_bytes)
+    assert (tmp_path / "out" / "forward_0.cmd_data.bin").read_bytes() == payload.cmd_data
+    assert (tmp_path / "out" / "forward_0.weight_data.bin").read_bytes() == payload.weight_data
+    dumped = (tmp_path / "out" / "forward_0.tosa").read_bytes()
+    assert dumped == payload.tosa == delegate_tosa(module)
     x = torch.ops.quantized_decomposed.quantize_per_tensor(INPUTS[0], 0.05, 0, -128, 127, torch.int8)
-    (a,) = run_tosa(dumped.read_bytes(), [x.numpy()])
+    (a,) = run_tosa(dumped, [x.numpy()])
     assert a.shape == (1, 5) and str(a.dtype) == "int8"
 
 
-def test_dump_tosa_without_kept_graph_says_how(tmp_path):
+def test_without_keep_tosa_no_graph_is_kept(tmp_path):
     plain = lower(SmallCnn(), INPUTS)
-    path = tmp_path / "m.pte"
-    path.write_bytes(plain.manager.to_executorch().buffer)
-    proc = subprocess.run([sys.executable, "-m", "etkit_ethosu", "dump-tosa", str(path), str(tmp_path / "out")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 1 and "keep_tosa=True" in proc.stdout
+    _inspect_dump(plain.manager.to_executorch().buffer, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["forward_0.cmd_data.bin",
+                                                                   "forward_0.weight_data.bin"]
     (module,) = [m for _, m in plain.manager.exported_program().graph_module.named_children()]
     assert unpack(module.processed_bytes).tosa is None
 
