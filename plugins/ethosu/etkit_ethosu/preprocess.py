@@ -6,6 +6,8 @@ other way round. Seed page: "Arm Ethos-U Backend".
 """
 from __future__ import annotations
 
+import logging
+
 from torch.export import ExportedProgram
 
 from etkit.backend import BackendDetails, CompileSpec, PreprocessResult
@@ -13,6 +15,8 @@ from etkit.backend import BackendDetails, CompileSpec, PreprocessResult
 from .compile_spec import EthosUCompileSpec
 from .lowering import lower_to_tosa
 from .payload import pack
+
+logger = logging.getLogger(__name__)
 
 
 class EthosUBackend(BackendDetails):
@@ -38,7 +42,12 @@ class EthosUBackend(BackendDetails):
         spec = EthosUCompileSpec.from_list(compile_specs)
         tosa = lower_to_tosa(edge_program)
         from .vela_compile import compile_tosa
-        result = compile_tosa(tosa.flatbuffer, spec, estimate=False)
+        result = compile_tosa(tosa.flatbuffer, spec, estimate=True)
+        summary = result.summary
+        logger.info("Ethos-U partition for %s: %d TOSA operators, Vela estimate %s cycles (%.1f us), %s MACs; "
+                    "etkit_ethosu.performance_report(program) gives the per-layer table", spec.target,
+                    len(tosa.operators), f"{int(summary.get('cycles_total', 0)):,}",
+                    float(summary.get("inference_time", 0.0)) * 1e6, f"{int(summary.get('nn_macs', 0)):,}")
         payload = result.payload
         if spec.keep_tosa:
             payload.tosa = tosa.flatbuffer
