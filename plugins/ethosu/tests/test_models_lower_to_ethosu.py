@@ -4,14 +4,17 @@ run on Arm's TOSA reference model (:func:`etkit_ethosu.run_on_tosa_reference`, b
 * A small CNN trained on scikit-learn's ``load_digits`` (real 8x8 images, 10 classes): the whole network is one
   Ethos-U partition, and on the 360 test images the TOSA reference keeps the PT2E reference model's accuracy and
   agrees with it to 1 output quantization step.
-* torchvision MobileNetV2 (random weights, 1x3x224x224): one partition holding every convolution, compiled by
-  Vela, and the TOSA reference output within the bounds of the MobileNetV2 test's docstring of the PT2E reference.
+* torchvision MobileNetV2 (random weights, batch-norm statistics estimated; 1x3x224x224): one partition holding
+  every op, compiled by Vela; the TOSA reference output within the bounds stated in
+  test_mobilenet_v2_on_tosa_reference_matches_pt2e of the PT2E reference's, with the same top-1 class; its
+  first blocks alone within 1 LSB.
 * The ``.pte`` is written, and etkit's runtime refuses to load its method with the plugin's reason (no NPU here).
 
 "Output LSB" below is one quantization step of the output, i.e. the scale of the ``dequantize`` node that produces
 the program's output; differences are counted on the int8 codes ``round(y / scale) + zero_point``.
 
-Cost on the 2-core machine: about 30 s for the module (MobileNetV2 quantization and two lowerings are most of it).
+Cost on the 2-core machine: 20-45 s for the module, up to 60 s while other jobs share the cores (MobileNetV2's
+quantization and two lowerings are most of it; each TOSA reference run of it takes about 1 s, so 224x224 stays).
 """
 from __future__ import annotations
 
@@ -267,9 +270,12 @@ def test_mobilenet_v2_on_tosa_reference_matches_pt2e(mobilenet, mobilenet_lowere
     Why more than 1 LSB: every one of the 66 requantizations can round one step differently (the reference
     rounds float32 results, the TOSA graph a fixed-point product), and this random-weight network amplifies
     such steps: perturbing the input by 1e-6 (which flips the rounding of a few input codes) already moves the
-    PT2E reference's own output by up to 8 LSB. Single blocks agree to 1 LSB. Bounds: max 40 LSB, mean 8 LSB,
-    cosine >= 0.97, RMS error to the float model at most 1.25x the PT2E reference's. An error in one layer's
-    requantization (zero point, scale, rounding mode) shows up in the mean and in the error to the float model.
+    PT2E reference's own output by up to 8 LSB. The first blocks alone agree to 1 LSB
+    (test_mobilenet_v2_first_blocks_agree_to_one_lsb). Bounds: max 32 LSB, mean 7 LSB, cosine >= 0.975, RMS
+    error to the float model at most 1.25x the PT2E reference's. What they catch, measured by corrupting one
+    tensor's quantization in the reference instead: a 10% scale error or a 3-step zero-point error in the 5th
+    tensor, a 30% scale error in the 26th or the 51st; smaller single-tensor errors drown in the rounding noise
+    above, which is what the first-blocks test is for.
 
     Top-1: on the image whose PT2E top-1 is most decisive among eight (the margin is stated), the classes are
     equal. Random weights give small margins (4..19 LSB measured), so an image with a 4-LSB margin can flip.
@@ -288,13 +294,36 @@ def test_mobilenet_v2_on_tosa_reference_matches_pt2e(mobilenet, mobilenet_lowere
         rms_pt2e = float((expected - float_out).pow(2).mean().sqrt())
         summary = (f"{target}, image {i}: max {int(lsb.max())} LSB, mean {float(lsb.mean()):.2f} LSB, cosine "
                    f"{cosine:.4f}, RMS error to float: TOSA {rms_tosa:.4f}, PT2E {rms_pt2e:.4f}")
-        assert int(lsb.max()) <= 40, summary
-        assert float(lsb.mean()) <= 8, summary
-        assert cosine >= 0.97, summary
+        assert int(lsb.max()) <= 32, summary
+        assert float(lsb.mean()) <= 7, summary
+        assert cosine >= 0.975, summary
         assert rms_tosa <= 1.25 * rms_pt2e, summary
         if i == 0:
             assert mobilenet["margin"] >= 10, mobilenet["margin"]
             assert int(actual.argmax()) == int(expected.argmax()), (summary, mobilenet["margin"])
+
+
+def test_mobilenet_v2_first_blocks_agree_to_one_lsb(mobilenet):
+    """MobileNetV2's stem and first inverted residual block (``features[:2]``: 3x3 conv, depthwise 3x3 conv and
+    1x1 projection, batch norms folded, ReLU6) at 224x224, quantized and lowered alone for the U55: before
+    rounding differences can compound, the TOSA reference must match the PT2E reference to 1 LSB (measured:
+    max 1 LSB, about 1% of the 16x112x112 outputs 1 LSB off)."""
+    model = nn.Sequential(*mobilenet["model"].features[:2]).eval()
+    gen = torch.Generator().manual_seed(2)
+    example = (torch.randn(1, 3, 224, 224, generator=gen),)
+    reference = quantize_for_ethosu(model, example,
+                                    calibration=[(torch.randn(1, 3, 224, 224, generator=gen),) for _ in range(2)])
+    manager, partitioner = _lower(torch.export.export(reference, example), "ethos-u55-128")
+    _check_one_vela_partition(manager, partitioner, "ethos-u55-128")
+    image = mobilenet["images"][0]
+    with torch.no_grad():
+        expected = reference(image)
+    (actual,) = run_on_tosa_reference(manager, [image])
+    qparams = _output_qparams(reference)
+    lsb = (_codes(actual, qparams) - _codes(expected, qparams)).abs()
+    summary = f"max {int(lsb.max())} LSB, {float((lsb > 0).float().mean()):.2%} of outputs differ"
+    assert int(lsb.max()) <= 1, summary
+    assert float((lsb > 0).float().mean()) <= 0.03, summary
 
 
 # ----------------------------------------------------------------------------------------------- .pte
