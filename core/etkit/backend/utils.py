@@ -101,3 +101,24 @@ def rename_output(ep: ExportedProgram, old_name: str, new_name: str) -> None:
     for i, spec in enumerate(specs):
         if isinstance(spec.arg, TensorArgument) and spec.arg.name == old_name:
             specs[i] = OutputSpec(kind=spec.kind, arg=TensorArgument(name=new_name), target=spec.target)
+
+
+def propose_partitions(ep: ExportedProgram, supported: set) -> list[list[torch.fx.Node]]:
+    """Group the ``supported`` nodes of ``ep`` into connected partitions without cycles through unsupported
+    nodes (torch's ``CapabilityBasedPartitioner``), ordered by their first node in the graph.
+
+    Returns:
+        One list of nodes per partition; tagging them is the partitioner's job.
+    """
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    class _Supported(OperatorSupportBase):
+        def is_node_supported(self, submodules, node) -> bool:
+            return node in supported
+
+    groups = [list(p.nodes) for p in CapabilityBasedPartitioner(
+        ep.graph_module, _Supported(), allows_single_node_partition=True).propose_partitions()]
+    order = {n: i for i, n in enumerate(ep.graph.nodes)}
+    groups.sort(key=lambda g: min(order[n] for n in g))
+    return groups

@@ -17,12 +17,10 @@ from typing import Callable, Optional, Sequence
 
 import torch
 from torch.export import ExportedProgram
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
-from torch.fx.passes.operator_support import OperatorSupportBase
 
 from etkit.backend import (DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
                            Rejection)
-from etkit.backend.utils import is_delegate_call, node_target_name, tag_constant_data
+from etkit.backend.utils import is_delegate_call, node_target_name, propose_partitions, tag_constant_data
 
 from ._quiet import import_coremltools
 from .compile_specs import COMPILE_SPEC_KEYS
@@ -181,14 +179,8 @@ class CoreMLPartitioner(Partitioner):
                 + "\n  ".join(str(r) for r in rejected)
                 + "\nSet lower_full_graph=False to run them outside Core ML, or rewrite the model to avoid them.")
 
-        class _Support(OperatorSupportBase):
-            def is_node_supported(self, submodules, node) -> bool:
-                return node in supported
-
-        groups = [list(p.nodes) for p in CapabilityBasedPartitioner(
-            ep.graph_module, _Support(), allows_single_node_partition=True).propose_partitions()]
+        groups = propose_partitions(ep, supported)
         order = {n: i for i, n in enumerate(ep.graph.nodes)}
-        groups.sort(key=lambda g: min(order[n] for n in g))
         tags, delegated = {}, collections.Counter()
         for i, nodes in enumerate(groups):
             tag = f"coreml_{i}"

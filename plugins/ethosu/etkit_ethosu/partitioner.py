@@ -17,11 +17,10 @@ from typing import Callable, Optional, Sequence
 
 import torch
 from torch.export import ExportedProgram
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
-from torch.fx.passes.operator_support import OperatorSupportBase
 
 from etkit.backend import DELEGATION_TAG, DelegationSpec, Partitioner, PartitionReport, PartitionResult, Rejection
-from etkit.backend.utils import is_constant, is_delegate_call, is_user_input, node_target_name, tag_constant_data
+from etkit.backend.utils import (is_constant, is_delegate_call, is_user_input, node_target_name, propose_partitions,
+                                 tag_constant_data)
 
 from .compile_spec import EthosUCompileSpec
 from .lowering import ops
@@ -177,14 +176,8 @@ class EthosUPartitioner(Partitioner):
         supported, reasons = self._candidates(ep)
         self._settle(ep, supported, reasons)
 
-        class _Support(OperatorSupportBase):
-            def is_node_supported(self, submodules, node) -> bool:
-                return node in supported
-
-        groups = [list(p.nodes) for p in CapabilityBasedPartitioner(
-            ep.graph_module, _Support(), allows_single_node_partition=True).propose_partitions()]
+        groups = propose_partitions(ep, supported)
         order = {n: i for i, n in enumerate(ep.graph.nodes)}
-        groups.sort(key=lambda g: min(order[n] for n in g))
         tags, delegated = {}, collections.Counter()
         for nodes in groups:
             if not any(ops.is_compute(n) or ops.is_pass_through(n) for n in nodes):
@@ -197,7 +190,8 @@ class EthosUPartitioner(Partitioner):
         tag_constant_data(ep)
         rejected = [Rejection(n.name, node_target_name(n), why) for n, why in reasons.items()
                     if DELEGATION_TAG not in n.meta]
-        rejected.sort(key=lambda r: order.get(next((n for n in ep.graph.nodes if n.name == r.node_name), None), 0))
+        position = {n.name: i for n, i in order.items()}
+        rejected.sort(key=lambda r: position.get(r.node_name, 0))
         self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
         logger.info("%s", self._report.format())
         return PartitionResult(tagged_exported_program=ep, partition_tags=tags)

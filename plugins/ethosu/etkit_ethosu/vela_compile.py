@@ -14,7 +14,7 @@ Differences from ExecuTorch, none of which changes the payload:
 * ``--verbose-performance`` is added when an estimate is asked for. It makes Vela keep its optimiser database
   (``enable_db=true``) and write ``out_per-layer.csv``; the compiled command stream, weights, scratch sizes and
   I/O records were checked to be byte-identical with and without it (Vela 5.2.0; U55/U65/U85, several memory
-  modes), and ``tests/test_vela_compile.py`` keeps checking it;
+  modes), and ``tests/test_ethosu_vela_compile.py`` keeps checking it;
 * Vela's output is captured instead of printed: Python's ``sys.stdout``/``sys.stderr`` and, because Vela's C++
   core (``regor``) writes its verbose traces (``--verbose-schedule``, ``--verbose-allocation``, ``--verbose-all``,
   ...) straight to file descriptor 1, the process's fds 1 and 2 too (``os.dup2`` around the call);

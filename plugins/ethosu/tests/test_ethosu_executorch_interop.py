@@ -1,7 +1,7 @@
 """Interop with ExecuTorch 1.5.1 (the oracle): a model quantized with ExecuTorch's EthosUQuantizer lowers with
 etkit's EthosUPartitioner, and etkit's TOSA graph gives the same int8 results as ExecuTorch's TOSA graph for the
 same partition on Arm's TOSA reference model; etkit reads ExecuTorch's Ethos-U payloads and compile specs.
-(The Vela step itself is compared byte for byte in test_vela_compile.py.)"""
+(The Vela step itself is compared byte for byte in test_ethosu_vela_compile.py.)"""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-// Host harness for the delegate (src/ethosu_backend.cpp), built by tests/test_payload_reader_cpp.py with
+// Host harness for the delegate (src/ethosu_backend.cpp), built by tests/test_ethosu_payload_reader_cpp.py with
 // the stand-in driver header of tests/fake_driver and linked with the etkit runtime. It defines the three
 // driver functions as a simulated NPU, registers the backend, runs init() and execute() on a payload
 // and checks what the delegate hands to the driver and copies back.

@@ -1,4 +1,4 @@
-// Test driver for vela_payload (built and run by tests/test_payload_reader_cpp.py).
+// Test driver for vela_payload (built and run by tests/test_ethosu_payload_reader_cpp.py).
 //
 //   vela_payload_main PAYLOAD
 //       Prints the parsed payload and exits 0, or prints "ERROR: <message>" and exits 1:

@@ -1,5 +1,5 @@
 /* Host stand-in for the Ethos-U core driver's ethosu_driver.h: only the three functions the delegate
- * calls, declared as in the driver's public API, so that tests/test_payload_reader_cpp.py can build
+ * calls, declared as in the driver's public API, so that tests/test_ethosu_payload_reader_cpp.py can build
  * src/ethosu_backend.cpp on a host and run it against a simulated NPU (ethosu_backend_main.cpp defines
  * them). Real builds use the driver's own header (CMake option ETKIT_ETHOSU_CORE_DRIVER_DIR). */
 #pragma once
