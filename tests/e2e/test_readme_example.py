@@ -33,7 +33,7 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
 def test_readme_quantization_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "readme_example"}
-    exec(compile(_block("prepare_pt2e"), str(README), "exec"), scope)
+    exec(compile(_block("model_int8.pte"), str(README), "exec"), scope)
     with torch.no_grad():
         reference = scope["quantized"](scope["x"])
     cosine = torch.nn.functional.cosine_similarity(scope["y"].flatten(), reference.flatten(), dim=0).item()

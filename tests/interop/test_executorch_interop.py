@@ -14,10 +14,13 @@ fraction of the reference's spread (max - min):
     portable_cnn        1e-5                        1e-5
     mobilenet_v2_fp32   1e-4                        1e-4   (XNNPACK reorders sums)
     minilm              1e-4                        1e-4
-    mobilenet_v2_int8   1e-2 (about 2.5 int8 steps   cosine >= 0.98 and the same top-1 class
-                        of the output; XNNPACK       (ExecuTorch's own int8 program reaches 0.984:
-                        versions may round apart)    50 requantizing layers drift from the float
-                                                     reference, in both implementations)
+    mobilenet_v2_int8   1e-2 (about 2.5 int8 steps   cosine >= 0.97 and the same top-1 class
+                        of the output; XNNPACK       (both programs reach 0.980 here, ExecuTorch's
+                        versions may round apart)    own included: 50 requantizing layers drift from
+                                                     the float reference in both implementations)
+
+The reference bound for int8 is loose, so the int8 programs are also compared with each other: etkit's
+.pte in etkit's runtime against ExecuTorch's .pte in ExecuTorch's runtime, within the same-file tolerance.
 
 The oracle environment is made once per user (scripts/et_oracle.sh); when it cannot be made the
 tests error with the reason instead of skipping.
@@ -42,7 +45,7 @@ TOLERANCES = {
     "minilm": (1e-4, 1e-4),
     "mobilenet_v2_int8": (1e-2, None),
 }
-INT8_MIN_COSINE = 0.98
+INT8_MIN_COSINE = 0.97
 
 
 @pytest.fixture(scope="session")
@@ -128,6 +131,14 @@ def test_etkit_runtime_runs_executorch_program(lowered, name):
     _assert_close(ours, io["executorch"], TOLERANCES[name][0], f"{name}: etkit vs ExecuTorch runtime, ExecuTorch's .pte")
     _assert_matches_reference(name, ours, io["reference"], f"{name}: etkit running ExecuTorch's .pte")
     _assert_matches_reference(name, io["executorch"], io["reference"], f"{name}: ExecuTorch running its own .pte")
+
+
+@pytest.mark.parametrize("name", models.PROGRAMS)
+def test_etkit_program_matches_executorch_program(lowered, name):
+    """etkit's lowering run by etkit gives what ExecuTorch's lowering of the same graph gives in ExecuTorch."""
+    io = _io(lowered, name)
+    ours = _etkit_execute(lowered / f"etkit_{name}.pte", io["inputs"])
+    _assert_close(ours, io["executorch"], TOLERANCES[name][0], f"{name}: etkit's program vs ExecuTorch's program")
 
 
 def test_both_lowerings_delegate_the_whole_int8_network(lowered):

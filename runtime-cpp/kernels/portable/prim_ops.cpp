@@ -30,9 +30,9 @@ bool number(KernelRuntimeContext& ctx, const char* name, const EValue& v, const 
 
 void binary(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, Prim op) {
   if (!check_nargs(ctx, name, args, 3)) return;
-  bool ai, bi;
-  int64_t a, b;
-  double x, y;
+  bool ai = false, bi = false;
+  int64_t a = 0, b = 0;
+  double x = 0, y = 0;
   if (!number(ctx, name, *args[0], "a", &ai, &a, &x) || !number(ctx, name, *args[1], "b", &bi, &b, &y)) return;
   const bool ints = ai && bi;
   EValue& out = *args[2];
@@ -101,9 +101,9 @@ ETKIT_PRIM_BINARY(prim_sym_min_scalar, Prim::Min, "sym_min")
 void prim_neg_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
   const char* name = "executorch_prim::neg.Scalar";
   if (!check_nargs(ctx, name, args, 2)) return;
-  bool is_int;
-  int64_t a;
-  double x;
+  bool is_int = false;
+  int64_t a = 0;
+  double x = 0;
   if (number(ctx, name, *args[0], "a", &is_int, &a, &x)) *args[1] = is_int ? EValue(-a) : EValue(-x);
 }
 
@@ -128,9 +128,9 @@ void local_scalar_dense(KernelRuntimeContext& ctx, Span<EValue*> args) {
 void prim_sym_ite_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
   const char* name = "executorch_prim::sym_ite.Scalar";
   if (!check_nargs(ctx, name, args, 4)) return;
-  bool is_int;
-  int64_t c;
-  double x;
+  bool is_int = false;
+  int64_t c = 0;
+  double x = 0;
   if (number(ctx, name, *args[0], "cond", &is_int, &c, &x)) *args[3] = x != 0 ? *args[1] : *args[2];
 }
 
@@ -138,9 +138,9 @@ void prim_sym_ite_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
 void prim_sym_float_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
   const char* name = "executorch_prim::sym_float.Scalar";
   if (!check_nargs(ctx, name, args, 2)) return;
-  bool is_int;
-  int64_t a;
-  double x;
+  bool is_int = false;
+  int64_t a = 0;
+  double x = 0;
   if (number(ctx, name, *args[0], "a", &is_int, &a, &x)) *args[1] = EValue(x);
 }
 

@@ -76,7 +76,7 @@ void q_quantize_per_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   const char* name = "quantized_decomposed::quantize_per_tensor.out";
   if (!check_nargs(ctx, name, args, 7)) return;
   Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  double scale;
+  double scale = 0;
   int64_t zp, qmin, qmax;
   if (!in || !scalar_arg(ctx, name, args, 1, "scale", &scale) || !int_arg(ctx, name, args, 2, "zero_point", &zp) ||
       !qrange(ctx, name, args, 3, &qmin, &qmax) || !check_floating(ctx, name, *in, "input"))
@@ -91,7 +91,7 @@ void q_quantize_per_tensor_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> a
   const char* name = "quantized_decomposed::quantize_per_tensor.tensor_out";
   if (!check_nargs(ctx, name, args, 7)) return;
   Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  double scale, zp;
+  double scale = 0, zp = 0;
   int64_t qmin, qmax;
   if (!in || !scalar_tensor_value(ctx, name, args, 1, "scale", &scale) ||
       !scalar_tensor_value(ctx, name, args, 2, "zero_point", &zp) || !qrange(ctx, name, args, 3, &qmin, &qmax) ||
@@ -109,7 +109,7 @@ void q_dequantize_per_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) 
   const char* name = "quantized_decomposed::dequantize_per_tensor.out";
   if (!check_nargs(ctx, name, args, 8)) return;
   Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  double scale;
+  double scale = 0;
   int64_t zp;
   if (!in || !scalar_arg(ctx, name, args, 1, "scale", &scale) || !int_arg(ctx, name, args, 2, "zero_point", &zp)) return;
   Tensor* out = tensor_arg(ctx, name, args, 7, "out");
@@ -122,7 +122,7 @@ void q_dequantize_per_tensor_tensor_out(KernelRuntimeContext& ctx, Span<EValue*>
   const char* name = "quantized_decomposed::dequantize_per_tensor.tensor_out";
   if (!check_nargs(ctx, name, args, 8)) return;
   Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  double scale, zp;
+  double scale = 0, zp = 0;
   if (!in || !scalar_tensor_value(ctx, name, args, 1, "scale", &scale) ||
       !scalar_tensor_value(ctx, name, args, 2, "zero_point", &zp))
     return;
