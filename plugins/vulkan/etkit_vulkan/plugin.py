@@ -1,0 +1,57 @@
+"""Entry point of the etkit-vulkan plugin (group ``etkit.backends``; docs/plugins.md).
+
+Light on purpose: no torch import here; classes are named as ``"module:attribute"`` strings.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import pluggy
+
+from etkit.plugins.spec import Availability, BackendSpec
+
+hookimpl = pluggy.HookimplMarker("etkit")
+
+#: Backend id stored in the .pte (ExecuTorch's id for its Vulkan backend).
+BACKEND_ID = "VulkanBackend"
+#: Python extension whose import registers the C++ delegate with etkit's runtime.
+RUNTIME_MODULE = "etkit_vulkan._delegate"
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("etkit-vulkan")
+    except Exception:  # source checkout without an installed distribution
+        return "unknown"
+
+
+def availability() -> Availability:
+    """Available when a Vulkan 1.1 device with a compute queue exists (a GPU, or Mesa's lavapipe CPU device).
+
+    The reason names what is missing: the native module, the Vulkan loader, or any ICD/driver.
+    """
+    if importlib.util.find_spec(RUNTIME_MODULE) is None:
+        return Availability(False, f"the native delegate module {RUNTIME_MODULE} is not built; reinstall "
+                                   f"etkit-vulkan (pip install --no-build-isolation plugins/vulkan)")
+    from . import _delegate
+    ok, text = _delegate.probe()
+    return Availability(True) if ok else Availability(False, text)
+
+
+@hookimpl
+def etkit_register_backends(register) -> None:
+    """Register ``VulkanBackend``: preprocess, partitioner, quantizer, runtime module and native library."""
+    register(BackendSpec(
+        backend_id=BACKEND_ID,
+        backend_details="etkit_vulkan.preprocess:VulkanBackend",
+        partitioners={"VulkanPartitioner": "etkit_vulkan.partitioner:VulkanPartitioner"},
+        quantizers={"VulkanQuantizer": "etkit_vulkan.quantizer:VulkanQuantizer"},
+        runtime_module=RUNTIME_MODULE,
+        cmake_package="etkit_vulkan",
+        register_function="etkit_vulkan_register_backends",
+        plugin_api="1.0",
+        version=_version(),
+        availability=availability,
+        runs_everywhere=False,
+    ))

@@ -1,0 +1,52 @@
+// etkit_vulkan._delegate: importing this module registers VulkanBackend with the shared etkit runtime
+// (libetkit_runtime.so, the registry the Python runtime uses); probe() says whether a Vulkan device can
+// be used here. A refused registration (an ABI mismatch with the installed etkit) raises ImportError.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "etkit/runtime/backend_interface.h"
+#include "etkit_vulkan/register.h"
+
+namespace {
+
+PyObject* probe(PyObject*, PyObject*) {
+  char reason[1024];
+  const int ok = etkit_vulkan_probe(reason, sizeof(reason));
+  return Py_BuildValue("(Os)", ok ? Py_True : Py_False, reason);
+}
+
+PyMethodDef kMethods[] = {
+    {"probe", probe, METH_NOARGS,
+     "probe() -> (available: bool, text: str): the Vulkan device that will be used, or why none can be."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {
+    PyModuleDef_HEAD_INIT,
+    "etkit_vulkan._delegate",
+    "Registers the Vulkan delegate (backend id 'VulkanBackend') with etkit's runtime on import.",
+    -1,
+    kMethods,
+};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__delegate(void) {
+  const int rc = etkit_vulkan_register_backends();
+  if (rc != 0) {
+    PyErr_Format(PyExc_ImportError,
+                 "etkit_vulkan: registering VulkanBackend with the etkit runtime failed (error %d): %s. "
+                 "Reinstall etkit-vulkan against the installed etkit (plugin ABI %u, runtime ABI %u).",
+                 rc, etkit_backend_registration_error(), static_cast<unsigned>(ETKIT_BACKEND_ABI_VERSION),
+                 static_cast<unsigned>(etkit_runtime_backend_abi_version()));
+    return nullptr;
+  }
+  PyObject* module = PyModule_Create(&kModule);
+  if (module == nullptr) return nullptr;
+  if (PyModule_AddStringConstant(module, "BACKEND_ID", "VulkanBackend") < 0 ||
+      PyModule_AddIntConstant(module, "ABI_VERSION", static_cast<long>(ETKIT_BACKEND_ABI_VERSION)) < 0) {
+    Py_DECREF(module);
+    return nullptr;
+  }
+  return module;
+}
