@@ -32,6 +32,8 @@ CORE_NATIVE_SRCS := $(wildcard pyproject.toml) \
   $(shell find runtime-cpp schema -type f -not -name '*.pyc' 2>/dev/null)
 XNNPACK_NATIVE_SRCS := $(wildcard plugins/xnnpack/pyproject.toml plugins/xnnpack/CMakeLists.txt) \
   $(shell find plugins/xnnpack/runtime plugins/xnnpack/schema plugins/xnnpack/cmake -type f 2>/dev/null)
+VULKAN_NATIVE_SRCS := $(wildcard plugins/vulkan/pyproject.toml plugins/vulkan/CMakeLists.txt) \
+  $(shell find plugins/vulkan/runtime plugins/vulkan/schema plugins/vulkan/cmake -type f 2>/dev/null)
 
 .PHONY: venv system xnnpack install native test demo oracle clean help
 
@@ -67,7 +69,7 @@ FORCE:
 
 # ---- editable installs of the core and the XNNPACK plugin (native builds are serialised) ----------
 install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml \
-  $(VENV)/.stamp-install-ethosu
+  $(VENV)/.stamp-install-ethosu $(VENV)/.stamp-install-vulkan
 
 $(VENV)/.stamp-install-core: $(CORE_NATIVE_SRCS) $(VENV)/.stamp-venv | $(VENV)/.stamp-system
 	@test -f pyproject.toml || { echo "make: pyproject.toml (core) does not exist yet" >&2; exit 1; }
@@ -94,6 +96,12 @@ $(VENV)/.stamp-install-ethosu: plugins/ethosu/pyproject.toml $(VENV)/.stamp-inst
 	$(PIP) install -q --no-deps $(TOSA_TOOLS)
 	@touch $@
 
+# The Vulkan plugin compiles its GLSL shaders with glslc and needs the Vulkan headers (scripts/setup_system.sh
+# installs glslc, libvulkan-dev and Mesa's lavapipe); the delegate opens libvulkan.so.1 at run time.
+$(VENV)/.stamp-install-vulkan: $(VULKAN_NATIVE_SRCS) $(VENV)/.stamp-install-core | $(VENV)/.stamp-system
+	flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/vulkan
+	@touch $@
+
 # ---- standalone CMake tree for the native runner and the C++ tests -------------------------------
 # Runner and tests are switched on when their directories exist in runtime-cpp/.
 NATIVE_RUNNER := $(if $(wildcard runtime-cpp/runner/CMakeLists.txt),ON,OFF)
@@ -118,7 +126,7 @@ native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpac
 	flock $(LOCK) $(VENV)/bin/cmake --build $(NATIVE_DIR) -j $(JOBS)
 
 # ---- tests and demo -------------------------------------------------------------------------------
-TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests plugins/ethosu/tests)
+TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests plugins/ethosu/tests plugins/vulkan/tests)
 
 # ctest runs first and pytest last, so the last line printed is pytest's summary; both always run.
 # XNNPACK runs on 1 thread unless a test asks for more (etkit.runtime.set_num_threads; default 1).
@@ -141,4 +149,4 @@ oracle: $(VENV)/.stamp-venv
 
 clean:
 	rm -rf build $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml \
-	  $(VENV)/.stamp-install-ethosu
+	  $(VENV)/.stamp-install-ethosu $(VENV)/.stamp-install-vulkan

@@ -7,12 +7,17 @@
 #   patch            applying scripts/patches/ to them
 #   debian-archive-keyring, gpgv, ca-certificates   verifying the trixie/sid indexes we read
 #   util-linux       flock (builds on the shared machine are serialised)
+#   glslc, libvulkan-dev   the Vulkan plugin's shader compiler and headers
+#   libvulkan1, mesa-vulkan-drivers   the Vulkan loader and Mesa's lavapipe, a Vulkan 1.3 CPU device that
+#                    runs the Vulkan delegate's tests on a machine without a GPU
+#   vulkan-tools     vulkaninfo, to see which Vulkan devices a machine has
 #   python3.11-venv  `python3.11 -m venv` when python3.11 is Debian's
 # cmake and ninja come from the Python venv (requirements-dev.txt), not from Debian.
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-PACKAGES=(build-essential dpkg-dev xz-utils patch debian-archive-keyring gpgv ca-certificates util-linux)
+PACKAGES=(build-essential dpkg-dev xz-utils patch debian-archive-keyring gpgv ca-certificates util-linux
+          glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-tools)
 if [[ "$(readlink -f "$(command -v python3.11 || echo /nonexistent)")" == /usr/bin/* ]]; then
   PACKAGES+=(python3.11-venv)
 fi

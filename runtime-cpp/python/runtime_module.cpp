@@ -310,7 +310,23 @@ NB_MODULE(_runtime, m) {
       .def("execute", &execute, nb::arg("inputs"))
       .def("meta", [](MethodHolder& h) { return method_meta_dict(h.method->method_meta()); })
       .def_prop_ro("name", [](MethodHolder& h) { return h.name; })
-      .def_prop_ro("fallback_reason", [](MethodHolder& h) { return std::string(h.method->fallback_reason()); });
+      .def_prop_ro("fallback_reason", [](MethodHolder& h) { return std::string(h.method->fallback_reason()); })
+      .def(
+          "enable_profiling",
+          [](MethodHolder& h, size_t capacity) {
+            rt::Error e = h.method->enable_profiling(capacity);
+            if (e != rt::Error::Ok) raise(e, "enable_profiling");
+          },
+          nb::arg("capacity"))
+      .def("profiling_events",
+           [](MethodHolder& h) {
+             nb::list out;
+             for (const rt::ProfileEvent& e : h.method->profiling_events()) {
+               out.append(nb::make_tuple(std::string(e.name), static_cast<int>(e.kind), std::string(e.backend),
+                                         e.start_ns, e.end_ns, e.instruction));
+             }
+             return nb::make_tuple(out, h.method->dropped_profiling_events());
+           });
 
   m.def("registered_backend_names", [] {
     std::vector<std::string> names;

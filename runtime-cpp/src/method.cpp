@@ -77,6 +77,8 @@ class MethodState {
   std::vector<const char*> op_names;       // "ns::op.overload" for messages
   std::vector<uint32_t> inputs, outputs;
   std::vector<bool> input_set;
+  std::vector<ProfileEvent> profile_storage;  // sized by enable_profiling (never on the execute path)
+  std::unique_ptr<EventTracer> tracer;         // null when profiling is off
 
   ~MethodState() {
     for (Delegate& d : delegates) {
@@ -566,6 +568,12 @@ Error MethodState::execute() {
                        "method '%s': output %zu has no memory; call set_output_data_ptr first", name, i);
     }
   }
+  EventTracer* tr = tracer.get();
+  int64_t method_start = 0;
+  if (tr != nullptr) {
+    tr->reset();
+    method_start = EventTracer::now_ns();
+  }
   size_t pc = 0;
   const size_t n = instrs.size();
   while (pc < n) {
@@ -575,7 +583,12 @@ Error MethodState::execute() {
       case InstrKind::Kernel: {
         KernelRuntimeContext ctx(&temp_allocator);
         clear_error_message();
+        const int64_t t0 = tr != nullptr ? EventTracer::now_ns() : 0;
         in.kernel(ctx, in.args);
+        if (tr != nullptr) {
+          tr->record(ProfileEventKind::Operator, op_names[in.op_index], "", t0, EventTracer::now_ns(),
+                     static_cast<int32_t>(pc));
+        }
         if (ctx.failure_state() != Error::Ok) {
           char inner[768];
           std::snprintf(inner, sizeof(inner), "%s", last_error_message());
@@ -587,9 +600,15 @@ Error MethodState::execute() {
       }
       case InstrKind::Delegate: {
         const Delegate& d = delegates[in.delegate_index];
-        BackendExecutionContext ctx(&temp_allocator, name);
+        BackendExecutionContext ctx(&temp_allocator, name, tr);
         clear_error_message();
+        const int64_t t0 = tr != nullptr ? EventTracer::now_ns() : 0;
+        if (tr != nullptr) tr->set_current_delegate(d.id, static_cast<int32_t>(pc));
         Error e = d.backend->execute(ctx, d.handle, in.args);
+        if (tr != nullptr) {
+          tr->record(ProfileEventKind::DelegateCall, "DELEGATE_CALL", d.id, t0, EventTracer::now_ns(),
+                     static_cast<int32_t>(pc));
+        }
         if (e != Error::Ok) {
           char inner[768];
           std::snprintf(inner, sizeof(inner), "%s", last_error_message());
@@ -625,6 +644,7 @@ Error MethodState::execute() {
         break;
     }
   }
+  if (tr != nullptr) tr->record(ProfileEventKind::Method, name, "", method_start, EventTracer::now_ns(), -1);
   return Error::Ok;
 }
 
@@ -822,6 +842,25 @@ Error Method::set_output_data_ptr(void* buffer, size_t size, size_t index) {
   t.set_capacity_nbytes(size);
   return Error::Ok;
 }
+
+Error Method::enable_profiling(size_t capacity) {
+  if (capacity == 0) {
+    state_->tracer.reset();
+    state_->profile_storage.clear();
+    state_->profile_storage.shrink_to_fit();
+    return Error::Ok;
+  }
+  state_->profile_storage.assign(capacity, ProfileEvent{});
+  state_->tracer = std::make_unique<EventTracer>(state_->profile_storage.data(), capacity);
+  return Error::Ok;
+}
+
+Span<const ProfileEvent> Method::profiling_events() const {
+  if (!state_->tracer) return {};
+  return state_->tracer->events();
+}
+
+size_t Method::dropped_profiling_events() const { return state_->tracer ? state_->tracer->dropped() : 0; }
 
 Error Method::execute() {
   clear_error_message();

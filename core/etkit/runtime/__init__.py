@@ -31,6 +31,8 @@ __all__ = [
     "Method",
     "MethodMeta",
     "OperatorRegistry",
+    "ProfileEvent",
+    "ProfileEventKind",
     "Program",
     "Runtime",
     "TensorInfo",
@@ -163,6 +165,39 @@ class MethodMeta:
         )
 
 
+class ProfileEventKind(enum.IntEnum):
+    """What a :class:`ProfileEvent` times."""
+
+    METHOD = 0             #: the whole execute
+    OPERATOR = 1           #: one kernel call (name: "aten::add.out")
+    DELEGATE_CALL = 2      #: one delegate call (backend: its id)
+    DELEGATE_INTERNAL = 3  #: logged by a delegate during its call (name: the delegate's label)
+
+
+@dataclass(frozen=True)
+class ProfileEvent:
+    """One timed event of :meth:`Method.execute`; times are steady-clock nanoseconds.
+
+    Attributes:
+        name: operator name, ``"DELEGATE_CALL"``, the method name, or a delegate's label (the Vulkan
+            delegate: ``"<shader>/<op>#<debug handle>"``).
+        kind: :class:`ProfileEventKind`.
+        backend: the backend id for delegate events, ``""`` otherwise.
+        instruction: the plan's instruction index (-1 for the method).
+    """
+
+    name: str
+    kind: ProfileEventKind
+    backend: str
+    start_ns: int
+    end_ns: int
+    instruction: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
 class Method:
     """A loaded method; ``execute`` runs it. Not thread-safe: use one Method per thread."""
 
@@ -259,6 +294,31 @@ class Method:
 
     def __call__(self, *inputs):
         return self.execute(inputs)
+
+    def enable_profiling(self, enabled: bool = True, capacity: int = 4096) -> None:
+        """Record timed events on every :meth:`execute` (off by default; seed page "Profiling Models in
+        ExecuTorch"): the method, each kernel call, each delegate call, and what delegates log themselves
+        (the Vulkan delegate logs one event per GPU dispatch, timed on the device). ``capacity`` events are
+        kept per execute; later ones are counted in :attr:`dropped_profiling_events`.
+
+        Raises:
+            ValueError: ``capacity`` is not positive.
+        """
+        if enabled and capacity <= 0:
+            raise ValueError(f"capacity must be positive, got {capacity}")
+        self._native.enable_profiling(capacity if enabled else 0)
+
+    def profiling_events(self) -> list["ProfileEvent"]:
+        """The events of the last :meth:`execute`, ordered by start time (empty when profiling is off)."""
+        events, self._dropped = self._native.profiling_events()
+        out = [ProfileEvent(name, ProfileEventKind(kind), backend, start, end, instruction)
+               for name, kind, backend, start, end, instruction in events]
+        return sorted(out, key=lambda e: (e.start_ns, -e.end_ns))
+
+    @property
+    def dropped_profiling_events(self) -> int:
+        """Events of the last :meth:`profiling_events` call that did not fit in the capacity."""
+        return getattr(self, "_dropped", 0)
 
 
 class Program:

@@ -133,7 +133,7 @@ def _emit_fused(b: VkGraphBuilder, node: torch.fx.Node, f: _Fused, ep: ExportedP
         bias = a.args[2] if len(a.args) > 2 else None
         args = [x, b.constant(q, f"{a.name}.qweight"), b.constant(scales, f"{a.name}.scales", keep_dtype=True),
                 b.int_value(group), b.int_value(bits), b.arg_value(bias, a.name)]
-        b.call("etkit_vk.linear_qw.default", args, out, a.meta.get("debug_handle", 0) or 0)
+        b.call("etkit_vk.linear_qw.default", args, out, a.meta.get("debug_handle"))
         return
     if f.kind == "conv":
         weight = b.constant(f.weight, f"{a.name}.weight") if f.weight is not None else b.node_value(a.args[1])
@@ -147,7 +147,7 @@ def _emit_fused(b: VkGraphBuilder, node: torch.fx.Node, f: _Fused, ep: ExportedP
     if f.clamp is not None:
         args += [b.double_value(f.clamp[0]), b.double_value(f.clamp[1])]
         name = "etkit_vk.conv_with_clamp.default" if f.kind == "conv" else "etkit_vk.linear_with_clamp.default"
-    b.call(name, args, out, a.meta.get("debug_handle", 0) or 0)
+    b.call(name, args, out, a.meta.get("debug_handle"))
 
 
 def lower_partition(ep: ExportedProgram, options: VulkanCompileOptions) -> tuple[bytes, dict]:
@@ -168,7 +168,7 @@ def lower_partition(ep: ExportedProgram, options: VulkanCompileOptions) -> tuple
     for node in ep.graph.nodes:
         if node.op != "call_function" or node in plan.skip:
             continue
-        debug = node.meta.get("debug_handle", 0) or 0
+        debug = node.meta.get("debug_handle")
         if node in plan.emit:
             _emit_fused(b, node, plan.emit[node], ep)
         elif node.target is operator.getitem:

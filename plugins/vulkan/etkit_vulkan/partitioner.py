@@ -142,7 +142,7 @@ class VulkanPartitioner(Partitioner):
             tag = f"vulkan_{len(tags)}"
             for n in nodes:
                 n.meta[DELEGATION_TAG] = tag
-            delegated.update(node_target_name(n) for n in compute)
+            delegated.update(node_target_name(n) for n in nodes if n.op == "call_function")
             tags[tag] = self.delegation_spec
         tag_constant_data(ep)
         order = {n: i for i, n in enumerate(ep.graph.nodes)}

@@ -245,10 +245,11 @@ class VkGraphBuilder:
         raise GraphBuildError(f"{what}: argument {arg!r} of type {type(arg).__name__} cannot be serialized")
 
     # ------------------------------------------------------------------ calls
-    def call(self, name: str, args: list[int], out: int, node_id: int = 0) -> None:
-        """Appends ``name(args) -> out`` to the chain and records value lifetimes for memory planning."""
+    def call(self, name: str, args: list[int], out: int, node_id: Optional[int] = None) -> None:
+        """Appends ``name(args) -> out`` to the chain and records value lifetimes for memory planning.
+        ``node_id``: the fx node's debug handle; by default the call's index in the chain."""
         op = OperatorCallT()
-        op.nodeId = node_id
+        op.nodeId = len(self.chain) if node_id is None else node_id
         op.name = name
         op.args = list(args) + [out]
         index = len(self.chain)

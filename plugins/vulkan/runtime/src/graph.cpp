@@ -1,11 +1,11 @@
 #include "graph.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 
 #include "etkit/runtime/evalue.h"
+#include "etkit/runtime/event_tracer.h"
 #include "etkit/runtime/named_data_map.h"
 #include "etkit/runtime/tensor.h"
 #include "half.h"
@@ -78,11 +78,7 @@ const char* scalar_name(ScalarType t) {
   }
 }
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
+uint64_t now_ns() { return static_cast<uint64_t>(etkit::runtime::EventTracer::now_ns()); }
 
 }  // namespace
 
@@ -412,7 +408,23 @@ bool Graph::build(const Payload& payload, const etkit::runtime::NamedDataMap* na
     c.named.Free();
     c.data = nullptr;
   }
-  return record(error);
+  return record(error) && warm_up(error);
+}
+
+bool Graph::warm_up(std::string* error) {
+  // One run on zeroed inputs, so drivers that compile shaders on first use (lavapipe's JIT) do it at
+  // load time rather than in the first execute.
+  for (size_t i = 0; i < input_ids_.size(); ++i) {
+    const VTensor& t = tensor_of(input_ids_[i]);
+    const DeviceBuffer* b = t.kind == VTensor::Kind::Int32 ? &t.dev : dispatches_[stage_in_dispatches_[i]].buffers[0];
+    std::memset(b->mapped, 0, b->bytes);
+  }
+  VkResult r = ctx_.submit_and_wait(cmd_, fence_);
+  if (r != VK_SUCCESS) {
+    *error = std::string("the first Vulkan submission failed: ") + vk_result_name(r);
+    return false;
+  }
+  return true;
 }
 
 bool Graph::parse_values(const Payload& payload, const etkit::runtime::NamedDataMap* named, std::string* error) {
@@ -1181,6 +1193,7 @@ bool Graph::execute(EValue** args, size_t nargs, std::string* error) {
     }
   }
   const uint64_t t3 = now_ns();
+  last_start_ns = t0;
   last_host_in_ns = t1 - t0;
   last_device_ns = t2 - t1;
   last_host_out_ns = t3 - t2;

@@ -123,8 +123,9 @@ class Graph {
   size_t num_outputs() const { return output_ids_.size(); }
   size_t num_dispatches() const { return dispatches_.size(); }
   const std::vector<DispatchTiming>& timings() const { return timings_; }
-  /// Nanoseconds of the last execute: host staging in, device work, host staging out.
-  uint64_t last_host_in_ns = 0, last_device_ns = 0, last_host_out_ns = 0;
+  /// The last execute: its start (steady clock, ns) and the nanoseconds spent staging inputs on the host,
+  /// in the submission (device work and the wait), and reading outputs on the host.
+  uint64_t last_start_ns = 0, last_host_in_ns = 0, last_device_ns = 0, last_host_out_ns = 0;
 
   // ---- used by the operator implementations (ops/*.cpp) ----
   FloatType float_type() const { return float_type_; }
@@ -179,6 +180,7 @@ class Graph {
   bool write_descriptors(std::string* error);
   bool configure_all(std::string* error);
   bool record(std::string* error);
+  bool warm_up(std::string* error);
   bool resize_inputs(etkit::runtime::EValue** args, bool* changed, std::string* error);
   void release();
 

@@ -1,7 +1,6 @@
 // VulkanBackend: the etkit BackendInterface over Graph, and its registration.
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -28,6 +27,22 @@ using etkit::runtime::Span;
 
 /// Backend id stored in the .pte (BackendDelegate.id), as ExecuTorch names it.
 constexpr const char kBackendId[] = "VulkanBackend";
+
+/// Profiling: the host staging of inputs and outputs, and every dispatch timed by the device's timestamp
+/// queries, placed on the host clock by anchoring the first timestamp at the submission time.
+void log_events(const Graph& g, etkit::runtime::EventTracer& tracer) {
+  const int64_t t0 = static_cast<int64_t>(g.last_start_ns);
+  const int64_t submit = t0 + static_cast<int64_t>(g.last_host_in_ns);
+  tracer.log_delegate_event("vulkan: stage inputs (host)", t0, submit);
+  const auto& timings = g.timings();
+  const int64_t first = timings.empty() ? 0 : static_cast<int64_t>(timings.front().start_ns);
+  for (const DispatchTiming& t : timings) {
+    tracer.log_delegate_event(t.label, submit + static_cast<int64_t>(t.start_ns) - first,
+                              submit + static_cast<int64_t>(t.end_ns) - first);
+  }
+  const int64_t done = submit + static_cast<int64_t>(g.last_device_ns);
+  tracer.log_delegate_event("vulkan: read outputs (host)", done, done + static_cast<int64_t>(g.last_host_out_ns));
+}
 
 class VulkanBackend final : public etkit::runtime::BackendInterface {
  public:
@@ -70,13 +85,7 @@ class VulkanBackend final : public etkit::runtime::BackendInterface {
     if (!g->execute(args.data(), args.size(), &why)) {
       return set_error(Error::InvalidArgument, "VulkanBackend: %s", why.c_str());
     }
-    if (std::getenv("ETKIT_VULKAN_DEBUG_TIMING") != nullptr) {
-      for (const DispatchTiming& t : g->timings()) {
-        std::fprintf(stderr, "%10.3f ms  %s\n", (t.end_ns - t.start_ns) / 1e6, t.label);
-      }
-      std::fprintf(stderr, "host in %.3f ms, device %.3f ms, host out %.3f ms\n", g->last_host_in_ns / 1e6,
-                   g->last_device_ns / 1e6, g->last_host_out_ns / 1e6);
-    }
+    if (etkit::runtime::EventTracer* tracer = ctx.event_tracer()) log_events(*g, *tracer);
     return Error::Ok;
   }
 

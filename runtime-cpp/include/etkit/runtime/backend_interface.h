@@ -18,6 +18,7 @@
 
 #include "etkit/runtime/error.h"
 #include "etkit/runtime/evalue.h"
+#include "etkit/runtime/event_tracer.h"
 #include "etkit/runtime/freeable_buffer.h"
 #include "etkit/runtime/memory_allocator.h"
 #include "etkit/runtime/named_data_map.h"
@@ -26,7 +27,7 @@
 
 /// Bumped whenever BackendInterface, the context classes, EValue or Tensor change layout. A delegate
 /// built against another version is refused at registration.
-#define ETKIT_BACKEND_ABI_VERSION 1u
+#define ETKIT_BACKEND_ABI_VERSION 2u
 
 namespace etkit::runtime {
 
@@ -66,15 +67,20 @@ class BackendInitContext final {
 /// What execute() may use besides its handle and arguments.
 class BackendExecutionContext final {
  public:
-  BackendExecutionContext(MemoryAllocator* temp_allocator, const char* method_name)
-      : temp_allocator_(temp_allocator), method_name_(method_name) {}
+  BackendExecutionContext(MemoryAllocator* temp_allocator, const char* method_name,
+                          EventTracer* event_tracer = nullptr)
+      : temp_allocator_(temp_allocator), method_name_(method_name), event_tracer_(event_tracer) {}
   /// Scratch memory valid until execute() returns; may be null.
   MemoryAllocator* get_temp_allocator() { return temp_allocator_; }
   const char* get_method_name() const { return method_name_; }
+  /// Non-null when the method is being profiled: log the delegate's own events here
+  /// (EventTracer::log_delegate_event); never allocates.
+  EventTracer* event_tracer() { return event_tracer_; }
 
  private:
   MemoryAllocator* temp_allocator_;
   const char* method_name_;
+  EventTracer* event_tracer_;
 };
 
 class BackendInterface {

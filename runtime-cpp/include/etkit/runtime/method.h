@@ -9,6 +9,7 @@
 
 #include "etkit/runtime/error.h"
 #include "etkit/runtime/evalue.h"
+#include "etkit/runtime/event_tracer.h"
 #include "etkit/runtime/program.h"
 #include "etkit/runtime/result.h"
 #include "etkit/runtime/tensor.h"
@@ -44,6 +45,14 @@ class Method final {
   /// Runs the method. Errors: whatever a kernel or delegate reported (message names op and reason),
   /// InvalidState if an input without planned memory was never set.
   Error execute();
+
+  /// Profiling: with capacity > 0, every execute() records timed events (the method, each kernel call,
+  /// each delegate call, and delegates' own events) into storage for `capacity` events allocated now;
+  /// capacity 0 turns profiling off. Errors: MemoryAllocationFailed.
+  Error enable_profiling(size_t capacity);
+  /// Events of the last execute() (empty when profiling is off), and how many did not fit.
+  Span<const ProfileEvent> profiling_events() const;
+  size_t dropped_profiling_events() const;
 
   /// Empty for a method loaded from its own plan; for a fallback twin (see kFallbackMethodSuffix), why
   /// the primary plan could not load, e.g. "program needs backend 'X' which is not registered ...".
