@@ -110,16 +110,16 @@ NATIVE_TESTS := $(if $(wildcard runtime-cpp/tests/CMakeLists.txt),ON,OFF)
 # The runner statically links the installed plugins' delegate libraries (found through their CMake
 # packages inside site-packages) and calls their generated registration list.
 SITE_PACKAGES = $(shell $(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-RUNNER_PLUGIN_ARGS = -DETKIT_RUNNER_PACKAGES=etkit_xnnpack \
-  "-DETKIT_RUNNER_BACKENDS=etkit_xnnpack::delegate=etkit_xnnpack_register_backends"
+RUNNER_PLUGIN_ARGS = "-DETKIT_RUNNER_PACKAGES=etkit_xnnpack;etkit_vulkan" \
+  "-DETKIT_RUNNER_BACKENDS=etkit_xnnpack::delegate=etkit_xnnpack_register_backends;etkit_vulkan::delegate=etkit_vulkan_register_backends"
 
-native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpack
+native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-vulkan
 	@if [[ ! -f $(NATIVE_DIR)/build.ninja || $(NATIVE_DIR)/.configured-with -ot Makefile \
 	      || "$$(cat $(NATIVE_DIR)/.configured-with 2>/dev/null)" != "$(NATIVE_RUNNER) $(NATIVE_TESTS) $(NATIVE_CMAKE_ARGS)" ]]; then \
 	  $(VENV)/bin/cmake -S runtime-cpp -B $(NATIVE_DIR) -G Ninja \
 	    -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DCMAKE_BUILD_TYPE=Release \
 	    -DPython_EXECUTABLE=$(abspath $(PY)) \
-	    -DCMAKE_PREFIX_PATH="$$(cat $(XNNPACK_PREFIX_FILE));$(SITE_PACKAGES)/etkit_xnnpack" \
+	    -DCMAKE_PREFIX_PATH="$$(cat $(XNNPACK_PREFIX_FILE));$(SITE_PACKAGES)/etkit_xnnpack;$(SITE_PACKAGES)/etkit_vulkan" \
 	    -DETKIT_BUILD_RUNNER=$(NATIVE_RUNNER) -DETKIT_BUILD_TESTS=$(NATIVE_TESTS) $(RUNNER_PLUGIN_ARGS) $(NATIVE_CMAKE_ARGS) \
 	  && echo "$(NATIVE_RUNNER) $(NATIVE_TESTS) $(NATIVE_CMAKE_ARGS)" > $(NATIVE_DIR)/.configured-with; \
 	fi

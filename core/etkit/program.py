@@ -127,18 +127,37 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
     else:
         plist = [partitioner] if isinstance(partitioner, Partitioner) else list(partitioner)
         per_method = {name: plist for name in programs}
-    edge = {}
+    edge, keep_by_method = {}, {}
     for name, ep in programs.items():
-        keep = _ops_to_keep(per_method[name], ep)
-        edge[name] = _decompose_to_edge(ep, keep, config, per_method[name])
+        keep_by_method[name] = _ops_to_keep(per_method[name], ep)
+        edge[name] = _decompose_to_edge(ep, keep_by_method[name], config, per_method[name])
     manager = EdgeProgramManager(edge, config)
     for fn in transform_passes:
         manager = manager.transform([fn])
     for name in programs:
         for p in per_method[name]:
             manager._lower_method(name, p)
+        _decompose_declined(manager._programs[name], keep_by_method[name], config)
     manager._recipe = LoweringRecipe(programs, tuple(transform_passes), per_method, config)
     return manager
+
+
+def _decompose_declined(ep: ExportedProgram, kept: Sequence, config: EdgeCompileConfig) -> int:
+    """Decompose nodes of kept non-core ops that no partitioner delegated after all.
+
+    ``ops_to_not_decompose`` is asked before partitioning; a partitioner may still decline a kept node when
+    it sees the whole graph (a quantization chain it cannot take whole, one float type per partition).
+    Such a node (``aten.linear``, torchao's quantize ops) has no portable kernel: it is decomposed now so
+    the program stays runnable. Returns how many nodes were decomposed.
+    """
+    kept = {op for op in kept if op not in config.preserve_ops and torch.Tag.core not in getattr(op, "tags", ())}
+    nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target in kept]
+    if not nodes:
+        return 0
+    count = decompose_nodes(ep.graph_module, nodes, torch.export.default_decompositions())
+    to_edge_graph(ep.graph_module)
+    propagate_fake_values(ep.graph_module)
+    return count
 
 
 class EdgeProgramManager:

@@ -2,8 +2,10 @@
 // median latency.
 //
 //   etkit_runner --model_path m.pte [--method forward] [--input a.npy ...] [--threads N]
-//                [--iterations K] [--random] [--output_prefix P] [--list_backends]
+//                [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]
 //
+// --profile prints the timed events of the last iteration (method, kernels, delegate calls and the
+// delegates' own events, e.g. one per Vulkan dispatch) as a table sorted by start time.
 // Inputs: one .npy per method input (dtype and shape must match the plan), else all-ones tensors
 // (or uniform random in [-1, 1) with --random). Outputs: shape, dtype, first values; with
 // --output_prefix each output i is written to P<i>.npy. Exit status: 0 ok, 1 load/run failure, 2 usage.
@@ -33,6 +35,7 @@ struct Options {
   int iterations = 10;
   bool random = false;
   bool list_backends = false;
+  bool profile = false;
   std::string output_prefix;
 };
 
@@ -40,7 +43,7 @@ int usage(const char* msg) {
   if (msg) std::fprintf(stderr, "etkit_runner: %s\n", msg);
   std::fprintf(stderr,
                "usage: etkit_runner --model_path M.pte [--method NAME] [--input X.npy ...] [--threads N]\n"
-               "                    [--iterations K] [--random] [--output_prefix P] [--list_backends]\n");
+               "                    [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]\n");
   return 2;
 }
 
@@ -77,6 +80,8 @@ bool parse(int argc, char** argv, Options* o) {
       o->random = true;
     } else if (a == "--list_backends") {
       o->list_backends = true;
+    } else if (a == "--profile") {
+      o->profile = true;
     } else {
       std::fprintf(stderr, "etkit_runner: unknown argument '%s'\n", a.c_str());
       return false;
@@ -134,6 +139,22 @@ void fill_default(InputTensor& in, rt::ScalarType type, bool random, std::mt1993
       case rt::ScalarType::Bool: reinterpret_cast<bool*>(in.data.data())[i] = random ? (rng() & 1) : true; break;
       default: in.data[i * rt::element_size(type)] = 1; break;
     }
+  }
+}
+
+void print_profile(const rt::Method& method) {
+  std::vector<rt::ProfileEvent> events(method.profiling_events().begin(), method.profiling_events().end());
+  std::stable_sort(events.begin(), events.end(), [](const rt::ProfileEvent& a, const rt::ProfileEvent& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  static const char* kKinds[] = {"method", "operator", "delegate", "delegate-internal"};
+  const int64_t origin = events.empty() ? 0 : events.front().start_ns;
+  std::printf("profile of the last iteration (%zu events, %zu dropped):\n", events.size(),
+              method.dropped_profiling_events());
+  std::printf("%12s %12s  %-18s %-14s %s\n", "start_ms", "duration_ms", "kind", "backend", "name");
+  for (const rt::ProfileEvent& e : events) {
+    std::printf("%12.3f %12.3f  %-18s %-14s %s\n", (e.start_ns - origin) / 1e6, (e.end_ns - e.start_ns) / 1e6,
+                kKinds[static_cast<int>(e.kind) & 3], e.backend, e.name);
   }
 }
 
@@ -222,6 +243,10 @@ int main(int argc, char** argv) {
     return rt::Error::Ok;
   };
 
+  if (opt.profile) {
+    rt::Error e = method->enable_profiling(4096);
+    if (e != rt::Error::Ok) return fail("enabling profiling", e);
+  }
   std::vector<double> times_ms;
   for (int it = 0; it < opt.iterations + 1; ++it) {  // first run is warm-up
     rt::Error e = set_inputs();
@@ -261,5 +286,6 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("median latency: %.3f ms over %d iterations\n", median, opt.iterations);
+  if (opt.profile) print_profile(*method);
   return 0;
 }

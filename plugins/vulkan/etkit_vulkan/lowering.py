@@ -7,6 +7,8 @@
 - a linear whose weight is a dequantized constant (PT2E ``dequantize_per_channel`` / ``_per_tensor``,
   torchao ``dequantize_affine``; symmetric int8 or int4, per channel or per group along K) becomes
   ``etkit_vk.linear_qw``: the integer weights stay integers in the payload and the shader dequantizes;
+- an activation quantized at run time (``choose_qparams -> quantize -> dequantize``: PT2E dynamic, torchao
+  per-token) becomes ``etkit_vk.dynamic_fake_quant``: the same int8 rounding in one shader, no int tensors;
 - Python arithmetic on SymInts becomes ``sym.add`` / ``sym.sub`` / ``sym.mul`` / ``sym.floordiv``.
 
 Everything else is written as the ATen call it is (:mod:`etkit_vulkan.serialization.graph_builder`).
@@ -23,7 +25,7 @@ from torch.export import ExportedProgram
 from etkit.backend.utils import get_constant, is_constant, is_user_input, node_target_name
 
 from .compile_options import VulkanCompileOptions
-from .op_support import SYM_OPS, dequantized_weight
+from .op_support import ACT_DEQUANTIZE_OPS, SYM_OPS, dequantized_weight, dynamic_chain
 from .serialization.graph_builder import GraphBuildError, VkGraphBuilder
 
 aten = torch.ops.aten
@@ -32,12 +34,13 @@ _CLAMPS = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
 
 @dataclass
 class _Fused:
-    kind: str                      # "conv", "linear", "linear_qw"
+    kind: str                      # "conv", "linear", "linear_qw", "fake_quant"
     anchor: torch.fx.Node          # the convolution / linear whose arguments are written
     weight: Optional[torch.Tensor] = None
     bias: Optional[torch.Tensor] = None
     clamp: Optional[tuple] = None
     quant: Optional[tuple] = None  # (q int8 [N, K], scales [N, G], group_size, bits)
+    chain: object = None           # op_support.DynamicQuantChain
 
 
 @dataclass
@@ -92,6 +95,12 @@ def plan_fusions(ep: ExportedProgram) -> FusionPlan:
     for node in ep.graph.nodes:
         if node.op != "call_function" or node in plan.skip:
             continue
+        if node.target in ACT_DEQUANTIZE_OPS and dequantized_weight(node, ep) is None:
+            chain, _ = dynamic_chain(node)
+            if chain is not None:
+                plan.emit[node] = _Fused("fake_quant", node, chain=chain)
+                plan.skip |= set(chain.nodes) - {node}
+            continue
         fused, tail, absorbed = None, node, set()
         if node.target is aten.convolution.default and not node.args[6] and is_constant(ep, node.args[1]):
             folded = _fold_batch_norm(node, ep)
@@ -127,6 +136,12 @@ def plan_fusions(ep: ExportedProgram) -> FusionPlan:
 def _emit_fused(b: VkGraphBuilder, node: torch.fx.Node, f: _Fused, ep: ExportedProgram) -> None:
     a = f.anchor
     out = b.node_value(node)
+    if f.kind == "fake_quant":
+        c = f.chain
+        args = [b.node_value(c.source), b.int_value(c.qmin), b.int_value(c.qmax), b.double_value(c.eps),
+                b.bool_value(c.per_row)]
+        b.call("etkit_vk.dynamic_fake_quant.default", args, out, a.meta.get("debug_handle"))
+        return
     x = b.node_value(a.args[0])
     if f.kind == "linear_qw":
         q, scales, group, bits = f.quant

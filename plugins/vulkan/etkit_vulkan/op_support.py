@@ -4,7 +4,8 @@ decides a node and the reason the user sees when it does not (seed page "Operato
 A check returns ``None`` when the node can be delegated, else the reason. Shared rules, applied to every
 op: float tensors are float32 or float16 (one of them per partition); tensors have at most 4 dimensions
 (6 for view-like ops); only the positions listed per op may hold integer tensors (embedding indices, the
-source of an integer-to-float ``_to_copy``).
+source of an integer-to-float ``_to_copy``). Elementwise ops take up to 6 dimensions (the shaders fold
+leading dimensions; broadcasting over folded ones is refused).
 """
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ TORCHAO_QUANTIZE = _torchao_op("quantize_affine")
 TORCHAO_CHOOSE_QPARAMS = _torchao_op("choose_qparams_affine")
 WEIGHT_DEQUANTIZE_OPS = tuple(op for op in (qd.dequantize_per_channel.default, qd.dequantize_per_tensor.default,
                                             TORCHAO_DEQUANTIZE) if op is not None)
+CHOOSE_QPARAMS_OPS = tuple(op for op in (qd.choose_qparams.tensor, TORCHAO_CHOOSE_QPARAMS) if op is not None)
+ACT_QUANTIZE_OPS = tuple(op for op in (qd.quantize_per_tensor.tensor, TORCHAO_QUANTIZE) if op is not None)
+ACT_DEQUANTIZE_OPS = tuple(op for op in (qd.dequantize_per_tensor.tensor, TORCHAO_DEQUANTIZE) if op is not None)
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,25 @@ class OpFamily:
     keep_undecomposed: tuple = ()
     int_inputs: tuple = ()
     max_dims: int = MAX_DIMS
-    produces_int: bool = False
+    #: the check alone decides (quantize/dequantize nodes carry integer tensors the shared rules refuse)
+    quantization: bool = False
+
+
+_ACCESS_INNER = getattr(getattr(torch.ops, "export", None), "access_subclass_inner_tensor", None)
+
+
+def constant_value(node, ep) -> Optional[torch.Tensor]:
+    """The value of a constant placeholder, or of an inner tensor of one read through
+    ``export.access_subclass_inner_tensor`` (torchao's quantized weights before decomposition); else None."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    if node.op == "placeholder":
+        return get_constant(ep, node) if is_constant(ep, node) else None
+    if _ACCESS_INNER is not None and node.op == "call_function" and node.target is _ACCESS_INNER.default:
+        outer = constant_value(node.args[0], ep)
+        inner = getattr(outer, node.args[1], None) if outer is not None else None
+        return inner if isinstance(inner, torch.Tensor) else None
+    return None
 
 
 def _val(x):
@@ -78,7 +100,7 @@ def tensor_outputs(node: torch.fx.Node) -> list:
 
 
 def _const(node, ep) -> bool:
-    return isinstance(node, torch.fx.Node) and is_constant(ep, node)
+    return constant_value(node, ep) is not None
 
 
 def _check_conv(node, ep) -> Optional[str]:
@@ -217,10 +239,7 @@ def dequantized_weight(node, ep):
     ``(int values [N, K] as int8, scales [N, K // group] float32, group_size, bits)``; else None."""
     if not isinstance(node, torch.fx.Node) or node.op != "call_function" or node.target not in WEIGHT_DEQUANTIZE_OPS:
         return None
-    src = node.args[0]
-    if not _const(src, ep):
-        return None
-    q = get_constant(ep, src)
+    q = constant_value(node.args[0], ep)
     if q is None or q.dim() != 2 or q.dtype not in (torch.int8,):
         return None
     n, k = q.shape
@@ -229,7 +248,7 @@ def dequantized_weight(node, ep):
         scales, zps, axis, qmin, qmax = args[1:6]
         if axis != 0 or not (_const(scales, ep) and _const(zps, ep)):
             return None
-        s, z = get_constant(ep, scales), get_constant(ep, zps)
+        s, z = constant_value(scales, ep), constant_value(zps, ep)
         if s.numel() != n or bool((z != 0).any()):
             return None
         scale = s.reshape(n, 1).to(torch.float32)
@@ -248,8 +267,8 @@ def dequantized_weight(node, ep):
         if len(block) != 2 or block[0] != 1 or k % block[1]:
             return None
         group = block[1]
-        s = get_constant(ep, scales).to(torch.float32)
-        if zps is not None and bool((get_constant(ep, zps) != 0).any()):
+        s = constant_value(scales, ep).to(torch.float32)
+        if zps is not None and bool((constant_value(zps, ep) != 0).any()):
             return None
         if s.numel() != n * (k // group):
             return None
@@ -272,6 +291,100 @@ def _check_weight_dequantize(node, ep) -> Optional[str]:
     return None
 
 
+@dataclass(frozen=True)
+class DynamicQuantChain:
+    """An activation quantized with parameters computed at run time and dequantized again:
+    ``choose_qparams(x) -> (scale, zero_point) -> quantize(x) -> dequantize`` (PT2E per tensor, or torchao
+    ``ASYMMETRIC`` with per-row blocks ``[1, .., 1, K]`` or one block for the whole tensor)."""
+
+    choose: torch.fx.Node
+    getters: tuple
+    quantize: torch.fx.Node
+    dequantize: torch.fx.Node
+    source: torch.fx.Node
+    qmin: int
+    qmax: int
+    eps: float
+    per_row: bool
+
+    @property
+    def nodes(self) -> tuple:
+        return (self.choose, *self.getters, self.quantize, self.dequantize)
+
+
+def _qparams(node: torch.fx.Node) -> tuple:
+    """(scale, zero_point) arguments of a quantize / dequantize (PT2E: args 1, 2; torchao: args 2, 3)."""
+    i = 2 if node.target in (TORCHAO_QUANTIZE, TORCHAO_DEQUANTIZE) else 1
+    return tuple(node.args[i:i + 2])
+
+
+def _chooser(node) -> Optional[torch.fx.Node]:
+    scale = _qparams(node)[0] if isinstance(node, torch.fx.Node) and len(node.args) > 2 else None
+    return scale.args[0] if isinstance(scale, torch.fx.Node) and scale.target is operator.getitem else None
+
+
+def dynamic_chain(node: torch.fx.Node) -> tuple[Optional[DynamicQuantChain], str]:
+    """The run-time quantization chain ``node`` belongs to, or ``(None, reason)``."""
+    choose = node
+    if node.target is operator.getitem:
+        choose = node.args[0]
+    elif node.target in ACT_QUANTIZE_OPS:
+        choose = _chooser(node)
+    elif node.target in ACT_DEQUANTIZE_OPS:
+        q = node.args[0]
+        choose = _chooser(q) if isinstance(q, torch.fx.Node) and q.target in ACT_QUANTIZE_OPS else None
+    if not isinstance(choose, torch.fx.Node) or choose.target not in CHOOSE_QPARAMS_OPS:
+        return None, "not part of a run-time activation quantization (choose_qparams -> quantize -> dequantize)"
+    x = choose.args[0]
+    xval = _val(x)
+    if not isinstance(xval, torch.Tensor) or xval.dtype != torch.float32 or xval.dim() == 0:
+        return None, "the quantized activation is not a float32 tensor"
+    getters = sorted(choose.users, key=lambda u: u.args[1] if u.target is operator.getitem else -1)
+    if [g.args[1] if g.target is operator.getitem else None for g in getters] != [0, 1]:
+        return None, "choose_qparams' results are not read as (scale, zero_point)"
+    scale, zp = getters
+    quants = [u for u in x.users if u.target in ACT_QUANTIZE_OPS]
+    q = next((u for u in quants if u.args[0] is x and _qparams(u) == (scale, zp)), None)
+    if q is None or len(q.users) != 1:
+        return None, "the quantized value is not read by exactly one dequantize"
+    dq = next(iter(q.users))
+    torchao = choose.target is TORCHAO_CHOOSE_QPARAMS
+    if dq.target not in ACT_DEQUANTIZE_OPS or (dq.target is TORCHAO_DEQUANTIZE) != torchao:
+        return None, "the quantized value is not dequantized"
+    if set(scale.users) | set(zp.users) != {q, dq}:
+        return None, "the scale or zero point is read outside the quantize -> dequantize pair"
+    if torchao:
+        mapping, block, dtype, qmin, qmax, eps = (list(choose.args) + [None] * 7)[1:7]
+        if str(mapping) != "ASYMMETRIC":
+            return None, f"torchao mapping {mapping}; only ASYMMETRIC activations are implemented"
+        block = list(block)
+        shape = list(xval.shape)
+        per_row = block == [1] * (len(shape) - 1) + [shape[-1]]
+        if not per_row and block != shape:
+            return None, f"block size {block}: only per-row ([1, .., 1, K]) or per-tensor blocks are implemented"
+        if list(q.args[1]) != block or list(dq.args[1]) != block or _qparams(dq) != (scale, zp):
+            return None, "quantize and dequantize disagree with choose_qparams"
+        eps = float(torch.finfo(torch.float32).eps) if eps is None else float(eps)
+    else:
+        qmin, qmax, eps, dtype = choose.args[1:5]
+        if _qparams(dq) != (scale, zp):
+            return None, "quantize and dequantize disagree with choose_qparams"
+        per_row = False
+    if dtype != torch.int8 or qmin is None or qmax is None or not -128 <= qmin < qmax <= 127:
+        return None, f"{dtype} over [{qmin}, {qmax}]: only int8 activations are implemented"
+    return DynamicQuantChain(choose, (scale, zp), q, dq, x, int(qmin), int(qmax), float(eps), per_row), ""
+
+
+def _check_quantization(node, ep) -> Optional[str]:
+    """Weight dequantizations read by linears, or whole run-time activation quantization chains."""
+    if node.target in WEIGHT_DEQUANTIZE_OPS and node.target not in ACT_DEQUANTIZE_OPS:
+        return _check_weight_dequantize(node, ep)
+    if node.target is TORCHAO_DEQUANTIZE and dequantized_weight(node, ep) is not None:
+        return _check_weight_dequantize(node, ep)
+    chain, why = dynamic_chain(node)
+    return None if chain is not None else why
+
+
 BINARY = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.pow.Tensor_Tensor,
           aten.pow.Tensor_Scalar, aten.maximum.default, aten.minimum.default, aten.add.Scalar, aten.sub.Scalar,
           aten.mul.Scalar, aten.div.Scalar, aten.rsub.Scalar, aten.remainder.Scalar, aten.remainder.Tensor)
@@ -281,22 +394,25 @@ UNARY = (aten.relu.default, aten.sigmoid.default, aten.tanh.default, aten.gelu.d
          aten.sin.default, aten.cos.default, aten.reciprocal.default, aten.erf.default, aten.floor.default,
          aten.ceil.default, aten.round.default, aten.sign.default, aten.softplus.default, aten.clone.default,
          aten.alias_copy.default)
-VIEWS = (aten.view_copy.default, aten._unsafe_view.default, aten.squeeze_copy.dims, aten.squeeze_copy.dim,
+VIEWS = (aten.view_copy.default, aten.squeeze_copy.dims,
          aten.unsqueeze_copy.default, aten.permute_copy.default, aten.expand_copy.default, aten.slice_copy.Tensor,
          aten.select_copy.int)
 
 FAMILIES: tuple[OpFamily, ...] = (
-    OpFamily("binary arithmetic", BINARY, _check_binary),
-    OpFamily("division with rounding", (aten.div.Tensor_mode,), _check_div_mode),
+    OpFamily("binary arithmetic", BINARY, _check_binary, max_dims=MAX_VIEW_DIMS),
+    OpFamily("division with rounding", (aten.div.Tensor_mode,), _check_div_mode, max_dims=MAX_VIEW_DIMS),
     OpFamily("unary functions", UNARY,
              keep_undecomposed=(aten.gelu.default, aten.hardswish.default, aten.hardsigmoid.default,
-                                aten.silu.default, aten.leaky_relu.default, aten.elu.default, aten.softplus.default)),
+                                aten.silu.default, aten.leaky_relu.default, aten.elu.default, aten.softplus.default),
+             max_dims=MAX_VIEW_DIMS),
     OpFamily("clamp", (aten.clamp.default, aten.hardtanh.default), _check_clamp,
-             keep_undecomposed=(aten.hardtanh.default,)),
+             keep_undecomposed=(aten.hardtanh.default,), max_dims=MAX_VIEW_DIMS),
     OpFamily("convolution", (aten.convolution.default,), _check_conv),
     OpFamily("linear", (aten.linear.default,), _check_linear, keep_undecomposed=(aten.linear.default,)),
-    OpFamily("quantized weight", WEIGHT_DEQUANTIZE_OPS, _check_weight_dequantize,
-             keep_undecomposed=tuple(op for op in (TORCHAO_DEQUANTIZE,) if op is not None), int_inputs=(0,)),
+    OpFamily("quantization", tuple(dict.fromkeys(WEIGHT_DEQUANTIZE_OPS + CHOOSE_QPARAMS_OPS + ACT_QUANTIZE_OPS +
+                                                 ACT_DEQUANTIZE_OPS)), _check_quantization,
+             keep_undecomposed=tuple(op for op in (TORCHAO_DEQUANTIZE, TORCHAO_QUANTIZE, TORCHAO_CHOOSE_QPARAMS)
+                                     if op is not None), quantization=True),
     OpFamily("matrix product", (aten.bmm.default, aten.mm.default), _check_matmul),
     OpFamily("views and copies", VIEWS, max_dims=MAX_VIEW_DIMS),
     OpFamily("concatenation", (aten.cat.default,), _check_cat),
@@ -307,7 +423,7 @@ FAMILIES: tuple[OpFamily, ...] = (
              _check_folded_dim(1), keep_undecomposed=(aten._safe_softmax.default,)),
     OpFamily("layer norm", (aten.layer_norm.default, aten.native_layer_norm.default), _check_layer_norm,
              keep_undecomposed=(aten.layer_norm.default,)),
-    OpFamily("pooling", (aten.max_pool2d_with_indices.default, aten.max_pool2d.default, aten.avg_pool2d.default,
+    OpFamily("pooling", (aten.max_pool2d_with_indices.default, aten.avg_pool2d.default,
                          aten._adaptive_avg_pool2d.default), _check_pool),
     OpFamily("batch norm", (aten._native_batch_norm_legit_no_training.default,), _check_batch_norm),
     OpFamily("embedding", (aten.embedding.default,), _check_embedding, int_inputs=(1,)),

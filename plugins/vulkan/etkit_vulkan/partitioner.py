@@ -20,7 +20,7 @@ from etkit.backend import DELEGATION_TAG, DelegationSpec, Partitioner, Partition
 from etkit.backend.utils import is_delegate_call, node_target_name, propose_partitions, tag_constant_data
 
 from .compile_options import VulkanCompileOptions
-from .op_support import BY_TARGET, FAMILIES, FLOAT_DTYPES, SYM_OPS, tensor_outputs
+from .op_support import BY_TARGET, FAMILIES, FLOAT_DTYPES, SYM_OPS, dynamic_chain, tensor_outputs
 from .plugin import BACKEND_ID
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,8 @@ class VulkanPartitioner(Partitioner):
             return "inside a module of nn_module_blocklist"
         if self.nn_module_allowlist is not None and not self.nn_module_allowlist & set(stack):
             return "outside the modules of nn_module_allowlist"
+        if family.quantization:
+            return family.check(node, ep)
         for pos, a in _flat_args(node):
             val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
             if not isinstance(val, torch.Tensor):
@@ -126,6 +128,21 @@ class VulkanPartitioner(Partitioner):
             else:
                 reasons[node] = why
         self._one_float_type(supported, reasons)
+        for node in list(supported):  # a run-time quantization chain is delegated whole or not at all
+            if node in supported and BY_TARGET[node.target].quantization:
+                chain, _ = dynamic_chain(node)
+                members = [n for n in chain.nodes if n.target is not operator.getitem] if chain else []
+                missing = [n for n in members if n not in supported]
+                if missing:
+                    for n in members:
+                        supported.discard(n)
+                        reasons.setdefault(n, f"part of a run-time quantization whose node {missing[0].name} is "
+                                              f"not delegated ({reasons.get(missing[0], 'not supported')})")
+        for node in list(supported):  # a linear reads its dequantized weight inside the delegate or not at all
+            w = node.args[1] if node.target is torch.ops.aten.linear.default else None
+            if isinstance(w, torch.fx.Node) and w.op == "call_function" and w not in supported:
+                supported.discard(node)
+                reasons[node] = f"its weight {w.name} is computed outside the delegate ({reasons.get(w, 'not delegated')})"
         for node in ep.graph.nodes:  # tuple items of supported nodes; size arithmetic the partition reads
             if node.op != "call_function":
                 continue
@@ -159,11 +176,12 @@ class VulkanPartitioner(Partitioner):
     @staticmethod
     def _one_float_type(supported: set, reasons: dict) -> None:
         """A partition computes in one float type: keep the graph's most common one."""
-        kinds = collections.Counter(outs[0].dtype for n in supported if (outs := tensor_outputs(n)))
+        computing = [n for n in supported if not BY_TARGET[n.target].quantization]
+        kinds = collections.Counter(outs[0].dtype for n in computing if (outs := tensor_outputs(n)))
         if len(kinds) < 2:
             return
         keep = kinds.most_common(1)[0][0]
-        for n in list(supported):
+        for n in computing:
             outs = tensor_outputs(n)
             if outs and outs[0].dtype != keep:
                 supported.discard(n)

@@ -23,13 +23,24 @@ layout(push_constant) uniform PC {
   float scalar;
 } pc;
 
+/// torch.pow semantics where GLSL's pow is undefined: negative bases with integral exponents, 0^0 = 1.
+float safe_pow(float a, float b) {
+  if (b == 0.0) return 1.0;
+  float p = pow(abs(a), b);
+  if (a < 0.0) {
+    if (fract(b) != 0.0) return uintBitsToFloat(0x7fc00000u);  // NaN, as torch gives
+    if (mod(b, 2.0) == 1.0) p = -p;
+  }
+  return p;
+}
+
 float apply(float a, float b) {
   switch (OP) {
     case 0: return a + pc.alpha * b;
     case 1: return a - pc.alpha * b;
     case 2: return a * b;
     case 3: return a / b;
-    case 4: return pow(a, b);
+    case 4: return safe_pow(a, b);
     case 5: return (isnan(a) || isnan(b)) ? a + b : max(a, b);
     case 6: return (isnan(a) || isnan(b)) ? a + b : min(a, b);
     case 7: return b - pc.alpha * a;

@@ -303,9 +303,47 @@ bool matmul(Graph& g, int node, const std::vector<int>& a, std::string* e) {
   return true;
 }
 
+/// etkit_vk.dynamic_fake_quant: (input, qmin, qmax, eps, per_row, out): int8 affine quantization of an
+/// activation with parameters computed at run time (per tensor, or per row of the last dimension), then
+/// dequantized, as PT2E's dynamic quantization and torchao's per-token activation quantization compute it.
+bool dynamic_fake_quant(Graph& g, int node, const std::vector<int>& a, std::string* e) {
+  if (!need_args(a, 6, e)) return false;
+  const int in = a[0], out = a.back();
+  int64_t qmin = 0, qmax = 0;
+  double eps = 0;
+  bool per_row = false;
+  if (!need_float_tensor(g, in, "input", e) || !need_float_tensor(g, out, "the output", e) ||
+      !g.int_arg(a[1], &qmin, e) || !g.int_arg(a[2], &qmax, e) || !g.double_arg(a[3], &eps, e) ||
+      !g.bool_arg(a[4], &per_row, e)) {
+    return false;
+  }
+  if (qmin >= qmax) {
+    *e = "quant_min " + std::to_string(qmin) + " is not below quant_max " + std::to_string(qmax);
+    return false;
+  }
+  int stats_d = -1, apply_d = 0;
+  const DeviceBuffer* stats = per_row ? nullptr : g.add_buffer(std::vector<uint8_t>(16, 0));
+  if (!per_row && !g.add_dispatch(node, "dynamic_quant", {out, in}, {stats}, spec_with(0), &stats_d, e)) return false;
+  if (!g.add_dispatch(node, "dynamic_quant", {out, in}, {stats}, spec_with(per_row ? 2 : 1), &apply_d, e)) return false;
+  g.node(node).configure = [&g, stats_d, apply_d, in, out, qmin, qmax, eps](std::string* err) {
+    const std::vector<int64_t>& s = g.tensor_of(in).sizes;
+    if (!g.set_sizes(out, s, err)) return false;
+    Push p;
+    p.ivec4(whcn_sizes(s)).i32(static_cast<int32_t>(qmin)).i32(static_cast<int32_t>(qmax)).f32(static_cast<float>(eps));
+    p.apply(g.dispatch(apply_d));
+    if (stats_d >= 0) {
+      p.apply(g.dispatch(stats_d));
+      if (!g.set_grid(stats_d, 64, 1, 1, err)) return false;
+    }
+    return g.set_texel_grid(apply_d, s, err);
+  };
+  return true;
+}
+
 }  // namespace
 
 void register_linear_algebra_ops(OpTable& t) {
+  t["etkit_vk.dynamic_fake_quant.default"] = dynamic_fake_quant;
   t["aten.convolution.default"] = convolution;
   t["etkit_vk.conv_with_clamp.default"] = conv_with_clamp;
   t["aten.linear.default"] = linear;

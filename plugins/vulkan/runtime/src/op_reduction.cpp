@@ -142,7 +142,7 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool
   return out;
 }
 
-/// max_pool2d[_with_indices] (self, kernel, stride, padding, dilation, ceil_mode) and
+/// max_pool2d_with_indices (self, kernel, stride, padding, dilation, ceil_mode) and
 /// avg_pool2d (self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override?).
 template <bool Max>
 bool pool2d(Graph& g, int node, const std::vector<int>& a, std::string* e) {
@@ -303,7 +303,6 @@ void register_reduction_ops(OpTable& t) {
   t["aten.layer_norm.default"] = layer_norm;
   t["aten.native_layer_norm.default"] = layer_norm;
   t["aten.max_pool2d_with_indices.default"] = pool2d<true>;
-  t["aten.max_pool2d.default"] = pool2d<true>;
   t["aten.avg_pool2d.default"] = pool2d<false>;
   t["aten._adaptive_avg_pool2d.default"] = adaptive_avg_pool2d;
   t["aten._native_batch_norm_legit_no_training.default"] = batch_norm;

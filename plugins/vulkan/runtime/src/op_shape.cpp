@@ -100,7 +100,7 @@ bool view(Graph& g, int node, const std::vector<int>& a, std::string* e) {
 }
 
 bool squeeze_dims(Graph& g, int node, const std::vector<int>& a, std::string* e) {
-  // squeeze_copy.dims(self, dim[]) / squeeze_copy.dim(self, dim) / squeeze_copy.default(self)
+  // squeeze_copy.dims(self, dim[]) / squeeze_copy.default(self)
   const int dims_arg = a.size() >= 3 ? a[1] : -1;
   return single_copy(g, node, a[0], a.back(), [dims_arg](Graph& g, const std::vector<int64_t>& s,
                                                          std::vector<int64_t>* o, CopyMap* m, std::string* err) {
@@ -400,9 +400,7 @@ bool sym_arith(Graph& g, int node, const std::vector<int>& a, std::string* e) {
 
 void register_shape_ops(OpTable& t) {
   t["aten.view_copy.default"] = view;
-  t["aten._unsafe_view.default"] = view;
   t["aten.squeeze_copy.dims"] = squeeze_dims;
-  t["aten.squeeze_copy.dim"] = squeeze_dims;
   t["aten.unsqueeze_copy.default"] = unsqueeze;
   t["aten.permute_copy.default"] = permute;
   t["aten.expand_copy.default"] = expand;
