@@ -29,7 +29,10 @@ nb::object g_error_type;  // etkit._runtime.EtkitRuntimeError
   std::string msg = context + ": " + rt::error_name(e);
   const char* detail = rt::last_error_message();
   if (detail != nullptr && detail[0] != '\0') msg += ": " + std::string(detail);
-  PyErr_SetString(g_error_type.ptr(), msg.c_str());
+  // a message may quote bytes of a corrupt file: decode leniently so the error itself is what surfaces
+  PyObject* text = PyUnicode_DecodeUTF8(msg.data(), static_cast<Py_ssize_t>(msg.size()), "replace");
+  PyErr_SetObject(g_error_type.ptr(), text);
+  Py_XDECREF(text);
   throw nb::python_error();
 }
 

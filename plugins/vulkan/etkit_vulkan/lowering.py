@@ -3,10 +3,11 @@
 - batch norm after a convolution whose output nothing else reads goes into the convolution's weight and
   bias (``w * gamma / sqrt(var + eps)``, ``(b - mean) * gamma / sqrt(var + eps) + beta``, in float64);
 - a ReLU / hardtanh / clamp with scalar bounds after a convolution or linear becomes that op's output
-  clamp (``etkit_vk.conv_with_clamp`` / ``etkit_vk.linear_with_clamp``);
+  clamp (``et_vk.conv_with_clamp``, ExecuTorch's fused op of the same schema, / ``etkit_vk.linear_with_clamp``);
 - a linear whose weight is a dequantized constant (PT2E ``dequantize_per_channel`` / ``_per_tensor``,
   torchao ``dequantize_affine``; symmetric int8 or int4, per channel or per group along K) becomes
-  ``etkit_vk.linear_qw``: the integer weights stay integers in the payload and the shader dequantizes;
+  ``etkit_vk.linear_qw``: the integer weights stay integers in the payload (int4 packed two per byte) and
+  the shader dequantizes;
 - an activation quantized at run time (``choose_qparams -> quantize -> dequantize``: PT2E dynamic, torchao
   per-token) becomes ``etkit_vk.dynamic_fake_quant``: the same int8 rounding in one shader, no int tensors;
 - Python arithmetic on SymInts becomes ``sym.add`` / ``sym.sub`` / ``sym.mul`` / ``sym.floordiv``.
@@ -133,6 +134,16 @@ def plan_fusions(ep: ExportedProgram) -> FusionPlan:
     return plan
 
 
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """int8 [N, K] holding values in [-8, 7] -> uint8 [N, ceil(K / 2)], two per byte: even k in the low
+    nibble, odd k in the high one (two's complement nibbles)."""
+    n, k = q.shape
+    nib = (q.to(torch.int16) & 0xF).to(torch.uint8)
+    if k % 2:
+        nib = torch.cat([nib, torch.zeros(n, 1, dtype=torch.uint8)], dim=1)
+    return (nib[:, 0::2] | (nib[:, 1::2] << 4)).contiguous()
+
+
 def _emit_fused(b: VkGraphBuilder, node: torch.fx.Node, f: _Fused, ep: ExportedProgram) -> None:
     a = f.anchor
     out = b.node_value(node)
@@ -146,6 +157,8 @@ def _emit_fused(b: VkGraphBuilder, node: torch.fx.Node, f: _Fused, ep: ExportedP
     if f.kind == "linear_qw":
         q, scales, group, bits = f.quant
         bias = a.args[2] if len(a.args) > 2 else None
+        if bits == 4:
+            q = pack_int4(q)
         args = [x, b.constant(q, f"{a.name}.qweight"), b.constant(scales, f"{a.name}.scales", keep_dtype=True),
                 b.int_value(group), b.int_value(bits), b.arg_value(bias, a.name)]
         b.call("etkit_vk.linear_qw.default", args, out, a.meta.get("debug_handle"))
@@ -161,7 +174,7 @@ def _emit_fused(b: VkGraphBuilder, node: torch.fx.Node, f: _Fused, ep: ExportedP
         name = "aten.linear.default"
     if f.clamp is not None:
         args += [b.double_value(f.clamp[0]), b.double_value(f.clamp[1])]
-        name = "etkit_vk.conv_with_clamp.default" if f.kind == "conv" else "etkit_vk.linear_with_clamp.default"
+        name = "et_vk.conv_with_clamp.default" if f.kind == "conv" else "etkit_vk.linear_with_clamp.default"
     b.call(name, args, out, a.meta.get("debug_handle"))
 
 

@@ -78,6 +78,14 @@ const char* scalar_name(ScalarType t) {
   }
 }
 
+/// `s` with bytes outside printable ASCII replaced by '?' (names quoted in errors may come from corrupt files).
+std::string printable(std::string s) {
+  for (char& c : s) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return s;
+}
+
 uint64_t now_ns() { return static_cast<uint64_t>(etkit::runtime::EventTracer::now_ns()); }
 
 }  // namespace
@@ -442,6 +450,7 @@ bool Graph::parse_values(const Payload& payload, const etkit::runtime::NamedData
       }
       if (b->offset() == kNamedOffset) {
         const char* key = b->named_key() != nullptr ? b->named_key()->c_str() : nullptr;
+        const std::string key_text = key != nullptr ? printable(key) : std::string();
         if (key == nullptr || named == nullptr) {
           *error = std::string("constant ") + std::to_string(constants_.size()) +
                    " lives in the program's named data, but " + (key == nullptr ? "has no key" : "the program has no named data");
@@ -449,14 +458,14 @@ bool Graph::parse_values(const Payload& payload, const etkit::runtime::NamedData
         }
         auto data = named->get_data(key);
         if (!data.ok()) {
-          *error = std::string("constant '") + key + "' is not in the program's named data";
+          *error = "constant '" + key_text + "' is not in the program's named data";
           return false;
         }
         c.named = std::move(data.get());
         c.data = static_cast<const uint8_t*>(c.named.data());
         c.size = c.named.size();
         if (c.size < b->length()) {
-          *error = std::string("named data '") + key + "' holds " + std::to_string(c.size) + " bytes, " +
+          *error = "named data '" + key_text + "' holds " + std::to_string(c.size) + " bytes, " +
                    std::to_string(b->length()) + " expected";
           return false;
         }
@@ -610,7 +619,7 @@ bool Graph::build_ops(const Payload& payload, std::string* error) {
   if (chain == nullptr) return true;
   for (size_t i = 0; i < chain->size(); ++i) {
     const etkit_vulkan::fb::OperatorCall* call = chain->Get(static_cast<flatbuffers::uoffset_t>(i));
-    const std::string name = call != nullptr && call->name() != nullptr ? call->name()->str() : "";
+    const std::string name = printable(call != nullptr && call->name() != nullptr ? call->name()->str() : "");
     OpFn fn = find_op(name);
     if (fn == nullptr) {
       *error = "operator " + std::to_string(i) + " '" + name +

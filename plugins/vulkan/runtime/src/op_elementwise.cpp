@@ -277,6 +277,7 @@ void register_elementwise_ops(OpTable& t) {
   t["aten.softplus.default"] = softplus;
   t["aten.clone.default"] = copy_like;
   t["aten.alias_copy.default"] = copy_like;
+  t["et_vk.prepack.default"] = copy_like;  // ExecuTorch's payloads: a constant moved into a tensor
 }
 
 }  // namespace etkit_vulkan

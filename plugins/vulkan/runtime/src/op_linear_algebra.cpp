@@ -22,7 +22,7 @@ bool clamp_bounds(Graph& g, int lo_arg, int hi_arg, float* lo, float* hi, std::s
   return true;
 }
 
-/// aten.convolution / etkit_vk.conv_with_clamp: (input, weight, bias, stride, padding, dilation,
+/// aten.convolution / et_vk.conv_with_clamp (ExecuTorch's name and schema): (input, weight, bias, stride, padding, dilation,
 /// transposed, output_padding, groups[, output_min, output_max], out)
 bool conv(Graph& g, int node, const std::vector<int>& a, bool with_clamp, std::string* e) {
   if (!need_args(a, with_clamp ? 12 : 10, e)) return false;
@@ -194,8 +194,9 @@ bool linear_with_clamp(Graph& g, int node, const std::vector<int>& a, std::strin
   return linear_impl(g, node, a, true, e);
 }
 
-/// etkit_vk.linear_qw: (input, qweight int8 [N, K] holding the integer values, scales float [N, K/group],
-/// group_size, bits (8 or 4), bias, out). Weights are symmetric: w = q * scale.
+/// etkit_vk.linear_qw: (input, qweight, scales float [N, K/group], group_size, bits (8 or 4), bias, out).
+/// qweight is int8 [N, K] holding the integer values, or for 4 bits uint8 [N, ceil(K/2)] with two values
+/// per byte (even k in the low nibble). Weights are symmetric: w = q * scale.
 bool linear_qw(Graph& g, int node, const std::vector<int>& a, std::string* e) {
   if (!need_args(a, 7, e)) return false;
   const int in = a[0], qweight = a[1], scales = a[2], bias = a[5], out = a.back();
@@ -213,8 +214,19 @@ bool linear_qw(Graph& g, int node, const std::vector<int>& a, std::string* e) {
     return false;
   }
   const std::vector<int64_t> ws = g.tensor_of(qweight).max_sizes;
-  const int64_t n_out = ws[0], k = ws[1], blocks = (n_out + 3) / 4;
-  if (group_size < 1 || k % group_size != 0) {
+  const std::vector<int64_t> ss = g.tensor_of(scales).max_sizes;
+  const bool packed = g.tensor_of(qweight).serialized_dtype == etkit_vulkan::fb::VkDataType::UINT8;
+  if (ss.size() != 2 || ss[0] != ws[0] || group_size < 1) {
+    *e = "scales must be [N, K / group_size]";
+    return false;
+  }
+  const int64_t n_out = ws[0], k = packed ? ss[1] * group_size : ws[1], blocks = (n_out + 3) / 4;
+  if (packed && (bits != 4 || ws[1] != (k + 1) / 2)) {
+    *e = "packed weights of shape [" + std::to_string(ws[0]) + ", " + std::to_string(ws[1]) + "] do not hold " +
+         std::to_string(k) + " 4-bit values per row";
+    return false;
+  }
+  if (k % group_size != 0) {
     *e = "group size " + std::to_string(group_size) + " does not divide K = " + std::to_string(k);
     return false;
   }
@@ -222,6 +234,17 @@ bool linear_qw(Graph& g, int node, const std::vector<int>& a, std::string* e) {
   std::vector<float> s, b;
   if (!g.constant_ints(qweight, &q, e) || !g.constant_floats(scales, &s, e) || !block_bias(g, bias, n_out, &b, e)) {
     return false;
+  }
+  if (packed) {  // unpack two's-complement nibbles
+    std::vector<int64_t> full(static_cast<size_t>(n_out * k));
+    for (int64_t j = 0; j < n_out; ++j) {
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t byte = q[static_cast<size_t>(j * ws[1] + i / 2)];
+        const int64_t nib = (i % 2 == 0) ? (byte & 0xF) : ((byte >> 4) & 0xF);
+        full[static_cast<size_t>(j * k + i)] = nib >= 8 ? nib - 16 : nib;
+      }
+    }
+    q.swap(full);
   }
   const int64_t groups = k / group_size;
   if (static_cast<int64_t>(s.size()) != n_out * groups) {
@@ -345,7 +368,7 @@ bool dynamic_fake_quant(Graph& g, int node, const std::vector<int>& a, std::stri
 void register_linear_algebra_ops(OpTable& t) {
   t["etkit_vk.dynamic_fake_quant.default"] = dynamic_fake_quant;
   t["aten.convolution.default"] = convolution;
-  t["etkit_vk.conv_with_clamp.default"] = conv_with_clamp;
+  t["et_vk.conv_with_clamp.default"] = conv_with_clamp;
   t["aten.linear.default"] = linear;
   t["etkit_vk.linear_with_clamp.default"] = linear_with_clamp;
   t["etkit_vk.linear_qw.default"] = linear_qw;
