@@ -55,3 +55,12 @@ def etkit_register_backends(register) -> None:
         availability=availability,
         runs_everywhere=False,
     ))
+
+
+@hookimpl
+def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict):
+    """For ``etkit inspect``: storage, float type, inputs/outputs, operator counts, constants, memory objects."""
+    if backend_id != BACKEND_ID:
+        return None
+    from .describe import describe_payload
+    return describe_payload(processed, compile_specs)
