@@ -5,7 +5,7 @@
 //                [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]
 //
 // --profile prints the timed events of the last iteration (method, kernels, delegate calls and the
-// delegates' own events, e.g. one per Vulkan dispatch) as a table sorted by start time.
+// delegates' own events, e.g. one per GPU dispatch) as a table sorted by start time.
 // Inputs: one .npy per method input (dtype and shape must match the plan), else all-ones tensors
 // (or uniform random in [-1, 1) with --random). Outputs: shape, dtype, first values; with
 // --output_prefix each output i is written to P<i>.npy. Exit status: 0 ok, 1 load/run failure, 2 usage.

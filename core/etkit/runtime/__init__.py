@@ -179,8 +179,8 @@ class ProfileEvent:
     """One timed event of :meth:`Method.execute`; times are steady-clock nanoseconds.
 
     Attributes:
-        name: operator name, ``"DELEGATE_CALL"``, the method name, or a delegate's label (the Vulkan
-            delegate: ``"<shader>/<op>#<debug handle>"``).
+        name: operator name, ``"DELEGATE_CALL"``, the method name, or a delegate's own label (a GPU
+            delegate may name its dispatches ``"<shader>/<op>#<debug handle>"``).
         kind: :class:`ProfileEventKind`.
         backend: the backend id for delegate events, ``""`` otherwise.
         instruction: the plan's instruction index (-1 for the method).
@@ -298,7 +298,7 @@ class Method:
     def enable_profiling(self, enabled: bool = True, capacity: int = 4096) -> None:
         """Record timed events on every :meth:`execute` (off by default; seed page "Profiling Models in
         ExecuTorch"): the method, each kernel call, each delegate call, and what delegates log themselves
-        (the Vulkan delegate logs one event per GPU dispatch, timed on the device). ``capacity`` events are
+        (a GPU delegate may log one event per dispatch, timed on the device). ``capacity`` events are
         kept per execute; later ones are counted in :attr:`dropped_profiling_events`.
 
         Raises:

@@ -1,6 +1,6 @@
 // EventTracer: timed events of one Method::execute, for profiling (seed pages "Profiling Models in
-// ExecuTorch" and "Executing and profiling an ExecuTorch Vulkan model on device": the runtime's
-// operator and delegate events, and a delegate's own events such as one per GPU dispatch).
+// ExecuTorch" and the GPU backend's profiling tutorial: the runtime's operator and delegate events, and
+// a delegate's own events such as one per GPU dispatch).
 //
 // The method owns the tracer when profiling is enabled (Method::enable_profiling); execute() resets it
 // and records: the method, every kernel call, every delegate call, and what delegates log through
