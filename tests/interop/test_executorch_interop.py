@@ -14,13 +14,15 @@ fraction of the reference's spread (max - min):
     portable_cnn        1e-5                        1e-5
     mobilenet_v2_fp32   1e-4                        1e-4   (XNNPACK reorders sums)
     minilm              1e-4                        1e-4
-    mobilenet_v2_int8   1e-2 (about 2.5 int8 steps   cosine >= 0.97 and the same top-1 class
-                        of the output; XNNPACK       (both programs reach 0.980 here, ExecuTorch's
-                        versions may round apart)    own included: 50 requantizing layers drift from
-                                                     the float reference in both implementations)
+    mobilenet_v2_int8   1e-2 (about 2.5 int8 steps   cosine >= 0.97 (both programs reach 0.980 here,
+                        of the output; XNNPACK       ExecuTorch's own included: 50 requantizing layers
+                        versions may round apart)    drift from the float reference in both
+                                                     implementations, and on this random-weight network
+                                                     neither keeps the reference's top-1 class)
 
 The reference bound for int8 is loose, so the int8 programs are also compared with each other: etkit's
-.pte in etkit's runtime against ExecuTorch's .pte in ExecuTorch's runtime, within the same-file tolerance.
+.pte in etkit's runtime against ExecuTorch's .pte in ExecuTorch's runtime, within the same-file tolerance
+and with the same top-1 class.
 
 The oracle environment is made once per user (scripts/et_oracle.sh); when it cannot be made the
 tests error with the reason instead of skipping.
@@ -108,7 +110,6 @@ def _assert_matches_reference(name: str, actual, reference, what: str) -> None:
     for i, (a, r) in enumerate(zip(actual, reference)):
         cosine = torch.nn.functional.cosine_similarity(a.flatten(), r.flatten(), dim=0).item()
         assert cosine >= INT8_MIN_COSINE, f"{what}, output {i}: cosine {cosine:.4f} with the PT2E reference"
-        assert torch.equal(a.argmax(-1), r.argmax(-1)), f"{what}, output {i}: top-1 differs from the PT2E reference"
 
 
 @pytest.mark.parametrize("name", models.PROGRAMS)
@@ -139,6 +140,8 @@ def test_etkit_program_matches_executorch_program(lowered, name):
     io = _io(lowered, name)
     ours = _etkit_execute(lowered / f"etkit_{name}.pte", io["inputs"])
     _assert_close(ours, io["executorch"], TOLERANCES[name][0], f"{name}: etkit's program vs ExecuTorch's program")
+    for i, (a, e) in enumerate(zip(ours, io["executorch"])):
+        assert torch.equal(a.argmax(-1), e.argmax(-1)), f"{name}, output {i}: top-1 differs between the programs"
 
 
 def test_both_lowerings_delegate_the_whole_int8_network(lowered):
