@@ -98,6 +98,11 @@ def _compile_in_this_process(src: str, options: dict) -> tuple[bytes, str, str]:
     import onnx
     import onnxruntime as ort
 
+    # From bytes, not from the path: ONNX Runtime derives the graph's name from the model's path when it has
+    # one, and the temporary directory differs between runs.
+    with open(src, "rb") as f:
+        src = f.read()
+
     ort.set_default_logger_severity(3)
     devices = register_qnn_ep()
 

@@ -80,18 +80,19 @@ def etkit_dump_payload(backend_id: str, processed: bytes, compile_specs: dict, d
 
 @hookimpl
 def etkit_conformance_prepare(backend_id: str, module, example_inputs):
-    """The default compile specs are quantized: each case is quantized with ``QnnQuantizer`` (8a8w, per-channel
-    weights), calibrated on the case's inputs."""
+    """The default compile specs are quantized: each case is quantized with ``QnnQuantizer``, calibrated on the
+    case's inputs. 16-bit activations (16a8w), so that the comparison checks the lowering to within a 16-bit
+    step; 8a8w models are checked against LSB-based tolerances in the plugin's own tests."""
     if backend_id != BACKEND_ID:
         return None
-    from .quantizer import quantize_for_qnn
-    return quantize_for_qnn(module, example_inputs)
+    from .quantizer import QuantDtype, quantize_for_qnn
+    return quantize_for_qnn(module, example_inputs, quant_dtype=QuantDtype.use_16a8w)
 
 
 @hookimpl
 def etkit_conformance_tolerance(backend_id: str, dtype):
-    """Against the PT2E reference: the HTP's 8-bit results are within a few LSB of the reference's output step
-    (up to ~0.03 for the suite's outputs; measured up to 4 LSB), so 0.15 absolute plus 2% relative."""
+    """Against the PT2E reference (16a8w, see ``etkit_conformance_prepare``): the suite's outputs reach |85|, whose
+    16-bit step is 0.0026; the HTP is within 10 steps (measured 0.024 on the MLP case), so 0.05 absolute plus 1%."""
     if backend_id == BACKEND_ID:
-        return (0.15, 0.02)
+        return (0.05, 0.01)
     return None

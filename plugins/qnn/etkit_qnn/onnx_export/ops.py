@@ -167,6 +167,13 @@ def layer_norm(b: GraphBuilder, node) -> tuple:
     return (y, None, None)
 
 
+def batch_norm(b: GraphBuilder, node) -> tuple:
+    x, weight, bias, mean, var, _momentum, eps = node.args[:7]
+    y = b.add("BatchNormalization", [b.value(x), b.value(weight), b.value(bias), b.value(mean), b.value(var)],
+              node.name, epsilon=float(eps))
+    return (y, None, None)
+
+
 def max_pool(b: GraphBuilder, node) -> tuple:
     kernel = list(node.args[1])
     stride = list(arg(node, 2, "stride", []) or kernel)
@@ -255,6 +262,7 @@ EMITTERS = {
     aten.gelu.default: gelu,
     aten._softmax.default: softmax,
     aten.native_layer_norm.default: layer_norm,
+    aten._native_batch_norm_legit_no_training.default: batch_norm,
     aten.max_pool2d_with_indices.default: max_pool,
     aten.avg_pool2d.default: avg_pool,
     aten.adaptive_avg_pool2d.default: global_avg_pool,

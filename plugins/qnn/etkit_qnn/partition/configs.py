@@ -1,8 +1,6 @@
 """What the QNN HTP takes, one declarative config per op family.
 
-Each config names the Edge-dialect ops it covers (``targets``), how ``QnnQuantizer`` annotates them
-(``role``: ``"compute"`` ops get their own output quantization; ``"shared"`` ops move or select values and keep
-their input's quantization; which argument is a weight or a bias), and a ``check(node)`` returning ``None``
+Each config names the Edge-dialect ops it covers (``targets``), the precisions it runs in, and a ``check(node)`` returning ``None``
 when the HTP can run the node or the reason, shown to the user, why not. The ONNX emitter
 (:mod:`etkit_qnn.onnx_export.ops`) has one emitter per target listed here (a test checks it); what QNN
 accepts was measured through ONNX Runtime's QNN execution provider (QNN 2.51, docs/design/qnn-route.md).
@@ -40,9 +38,6 @@ class OpConfig:
     Attributes:
         name: shown in tests and docs.
         targets: the OpOverloads covered.
-        role: ``"compute"`` (own output quantization) or ``"shared"`` (output keeps the input's quantization).
-        weight_index: argument index of a weight (quantized with the weight spec), or ``None``.
-        bias_index: argument index of a bias (int32, scale = input scale x weight scale), or ``None``.
         check: ``node -> reason or None``, the op's own constraints (ranks and dtypes are checked for all).
         fp16: also runs in fp16 precision (float programs).
         quantized: also runs in quantized precision (QDQ programs).
@@ -50,9 +45,6 @@ class OpConfig:
 
     name: str
     targets: Sequence
-    role: str = "compute"
-    weight_index: Optional[int] = None
-    bias_index: Optional[int] = None
     check: Callable[[torch.fx.Node], Optional[str]] = lambda node: None
     fp16: bool = True
     quantized: bool = True
@@ -75,6 +67,19 @@ def _linear(node) -> Optional[str]:
     weight = tensor_meta(node.args[1])
     if weight is None or weight.dim() != 2:
         return "the weight must be a 2-D tensor"
+    return None
+
+
+def _matmul(node) -> Optional[str]:
+    """Two 16-bit activations: the HTP's product came out 130-200 output steps off on the simulator (QNN 2.51)."""
+    wide = 0
+    for a in node.args[:2]:
+        if isinstance(a, torch.fx.Node) and a.op == "call_function" and "dequantize" in str(a.target):
+            if int(a.args[4]) > 255:
+                wide += 1
+    if wide == 2:
+        return ("a product of two 16-bit activations is not delegated: the HTP simulator's result was 130-200 steps "
+                "off (QNN 2.51); quantize this op with 8-bit activations or compile with use_fp16=True")
     return None
 
 
@@ -101,6 +106,16 @@ def _layer_norm(node) -> Optional[str]:
         return "its mean or rstd output is used; QNN LayerNorm returns only the normalized tensor"
     if node.args[2] is None:
         return "layer_norm without a weight is not lowered (elementwise_affine=False)"
+    return None
+
+
+def _batch_norm(node) -> Optional[str]:
+    if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
+        return "its saved mean or variance output is used; QNN BatchNorm returns only the normalized tensor"
+    if tensor_meta(node.args[0]) is None or tensor_meta(node.args[0]).dim() != 4:
+        return "only 4-D (N, C, H, W) batch norm is lowered"
+    if any(node.args[i] is None for i in (1, 2)):
+        return "batch norm without weight and bias (affine=False) is not lowered"
     return None
 
 
@@ -136,8 +151,9 @@ def _reduce(node) -> Optional[str]:
 def _getitem(node) -> Optional[str]:
     source = node.args[0]
     if not isinstance(source, torch.fx.Node) or node.args[1] != 0 or source.target not in (
-            aten.native_layer_norm.default, aten.max_pool2d_with_indices.default):
-        return "only the first output of layer_norm or max_pool2d is lowered"
+            aten.native_layer_norm.default, aten.max_pool2d_with_indices.default,
+            aten._native_batch_norm_legit_no_training.default):
+        return "only the first output of layer_norm, batch_norm or max_pool2d is lowered"
     return None
 
 
@@ -149,26 +165,27 @@ def _slice(node) -> Optional[str]:
 # ------------------------------------------------------------------------------------------ configs
 
 CONFIGS: tuple[OpConfig, ...] = (
-    OpConfig("conv2d", (aten.convolution.default,), weight_index=1, bias_index=2, check=_conv),
-    OpConfig("linear", (aten.linear.default,), weight_index=1, bias_index=2, check=_linear),
-    OpConfig("matmul", (aten.bmm.default, aten.mm.default, aten.matmul.default)),
+    OpConfig("conv2d", (aten.convolution.default,), check=_conv),
+    OpConfig("linear", (aten.linear.default,), check=_linear),
+    OpConfig("matmul", (aten.bmm.default, aten.mm.default, aten.matmul.default), check=_matmul),
     OpConfig("binary", (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
                         aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar), check=_binary),
     OpConfig("activation", (aten.relu.default, aten.sigmoid.default, aten.tanh.default, aten.hardswish.default,
                             aten.hardsigmoid.default, aten.hardtanh.default, aten.clamp.default)),
     OpConfig("gelu", (aten.gelu.default,), check=_gelu),
     OpConfig("softmax", (aten._softmax.default,)),
-    OpConfig("layer_norm", (aten.native_layer_norm.default,), weight_index=2, check=_layer_norm),
-    OpConfig("pooling", (aten.max_pool2d_with_indices.default, aten.avg_pool2d.default), role="shared",
+    OpConfig("batch_norm", (aten._native_batch_norm_legit_no_training.default,), check=_batch_norm, quantized=False),
+    OpConfig("layer_norm", (aten.native_layer_norm.default,), check=_layer_norm),
+    OpConfig("pooling", (aten.max_pool2d_with_indices.default, aten.avg_pool2d.default),
              check=_pool),
     OpConfig("global_pooling", (aten.adaptive_avg_pool2d.default,), check=_adaptive_pool),
     OpConfig("mean", (aten.mean.dim,), check=_reduce),
     OpConfig("shape", (aten.view_copy.default, aten._unsafe_view.default, aten.squeeze_copy.dims,
                        aten.squeeze_copy.dim, aten.unsqueeze_copy.default, aten.permute_copy.default,
-                       aten.clone.default, aten.alias_copy.default, aten.expand_copy.default), role="shared"),
-    OpConfig("slice", (aten.slice_copy.Tensor,), role="shared", check=_slice),
-    OpConfig("concat", (aten.cat.default,), role="shared"),
-    OpConfig("getitem", (operator.getitem,), role="shared", check=_getitem),
+                       aten.clone.default, aten.alias_copy.default, aten.expand_copy.default)),
+    OpConfig("slice", (aten.slice_copy.Tensor,), check=_slice),
+    OpConfig("concat", (aten.cat.default,)),
+    OpConfig("getitem", (operator.getitem,), check=_getitem),
 )
 
 #: ``{target: OpConfig}``.
