@@ -173,8 +173,16 @@ class QnnPartitioner(Partitioner):
         if not self.spec.use_fp16:
             _duplicate_dequantize(ep)
         supported, reasons = self._candidates(ep)
-        self._settle(ep, supported, reasons)
-        groups = propose_partitions(ep, supported)
+        while True:
+            self._settle(ep, supported, reasons)
+            groups = propose_partitions(ep, supported)
+            # A quantize whose dequantize landed in another group (split to avoid a cycle) would make a delegate
+            # return integers: leave it outside, and settle again.
+            group_of = {n: i for i, nodes in enumerate(groups) for n in nodes}
+            leaking = [n for n in supported if is_quantize(n) and any(group_of.get(u) != group_of.get(n) for u in n.users)]
+            if not leaking:
+                break
+            supported.difference_update(leaking)
         tags, delegated = {}, collections.Counter()
         for nodes in groups:
             if not any(n.target in configs.BY_TARGET and n.target is not operator.getitem for n in nodes):
@@ -204,7 +212,7 @@ class QnnPartitioner(Partitioner):
             return sorted(present, key=str), None
 
         def reads_quantized(node: torch.fx.Node) -> bool:
-            return any(is_dequantize(a) for a in node.all_input_nodes)
+            return any(is_dequantize(a) for a in node.all_input_nodes) and configs.check_node(node, False) is None
 
         return sorted(present, key=str), reads_quantized
 
