@@ -53,19 +53,6 @@ def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileC
     return ep
 
 
-def _decompose_left_over(ep: ExportedProgram, kept: set) -> None:
-    """Decompose the nodes of kept ops that no partitioner delegated in the end (a partitioner's filter can only
-    guess before partitioning which nodes it will take), as ExecuTorch does, so the program needs no kernel for
-    a composite op."""
-    nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target in kept]
-    if not nodes:
-        return
-    decompose_nodes(ep.graph_module, nodes, torch.export.default_decompositions())
-    to_edge_graph(ep.graph_module)
-    propagate_fake_values(ep.graph_module)
-    scalars_to_tensors(ep)
-
-
 def _ops_to_keep(partitioners: Sequence[Partitioner], ep: ExportedProgram) -> list:
     """Ops that some partitioner keeps whole for at least one node, or that have no node before
     decomposition (the refused nodes are decomposed one by one afterwards, see
@@ -140,17 +127,16 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
     else:
         plist = [partitioner] if isinstance(partitioner, Partitioner) else list(partitioner)
         per_method = {name: plist for name in programs}
-    edge, kept = {}, {}
+    edge = {}
     for name, ep in programs.items():
-        kept[name] = _ops_to_keep(per_method[name], ep)
-        edge[name] = _decompose_to_edge(ep, kept[name], config, per_method[name])
+        keep = _ops_to_keep(per_method[name], ep)
+        edge[name] = _decompose_to_edge(ep, keep, config, per_method[name])
     manager = EdgeProgramManager(edge, config)
     for fn in transform_passes:
         manager = manager.transform([fn])
     for name in programs:
         for p in per_method[name]:
             manager._lower_method(name, p)
-        _decompose_left_over(manager._programs[name], set(kept[name]) - set(config.preserve_ops))
     manager._recipe = LoweringRecipe(programs, tuple(transform_passes), per_method, config)
     return manager
 

@@ -58,6 +58,23 @@ def _duplicate_dequantize(ep: ExportedProgram) -> None:
     ep.graph_module.recompile()
 
 
+def _decompose_untagged_kept(ep: ExportedProgram) -> None:
+    """Decompose the nodes of the ops :meth:`QnnPartitioner.ops_to_not_decompose` kept whole that were not delegated
+    in the end (its filter answers before partitioning; a node can still fall out, e.g. when its quantize lands in
+    another partition), so the program needs no kernel for them (there is no portable ``linear`` or ``matmul``)."""
+    from etkit.dialects.edge import to_edge_graph
+    from etkit.passes.decompose_nodes import decompose_nodes
+    from etkit.passes.fake_values import propagate_fake_values
+
+    nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target in configs.KEEP_UNDECOMPOSED
+             and DELEGATION_TAG not in n.meta and n.target not in (torch.ops.aten.gelu.default,)]
+    if not nodes:
+        return
+    decompose_nodes(ep.graph_module, nodes, torch.export.default_decompositions())
+    to_edge_graph(ep.graph_module)
+    propagate_fake_values(ep.graph_module)
+
+
 class QnnPartitioner(Partitioner):
     """Delegates to the Qualcomm HTP (QNN) the ops it runs.
 
@@ -192,6 +209,7 @@ class QnnPartitioner(Partitioner):
             for n in nodes:
                 n.meta[DELEGATION_TAG] = tag
                 delegated[node_target_name(n)] += 1
+        _decompose_untagged_kept(ep)
         tag_constant_data(ep)
         position = {n.name: i for i, n in enumerate(ep.graph.nodes)}
         rejected = [Rejection(n.name, node_target_name(n), why) for n, why in reasons.items()
