@@ -35,6 +35,9 @@ XNNPACK_NATIVE_SRCS := $(wildcard plugins/xnnpack/pyproject.toml plugins/xnnpack
 VULKAN_NATIVE_SRCS := $(wildcard plugins/vulkan/pyproject.toml plugins/vulkan/CMakeLists.txt) \
   $(shell find plugins/vulkan/runtime plugins/vulkan/schema plugins/vulkan/cmake -type f 2>/dev/null)
 
+QNN_NATIVE_SRCS := $(wildcard plugins/qnn/pyproject.toml plugins/qnn/CMakeLists.txt) \
+  $(shell find plugins/qnn/runtime plugins/qnn/schema plugins/qnn/cmake -type f 2>/dev/null)
+
 .PHONY: venv system xnnpack install native test demo oracle clean help
 
 help:
@@ -69,7 +72,7 @@ FORCE:
 
 # ---- editable installs of the core and the XNNPACK plugin (native builds are serialised) ----------
 install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml \
-  $(VENV)/.stamp-install-ethosu $(VENV)/.stamp-install-vulkan
+  $(VENV)/.stamp-install-ethosu $(VENV)/.stamp-install-vulkan $(VENV)/.stamp-install-qnn
 
 $(VENV)/.stamp-install-core: $(CORE_NATIVE_SRCS) $(VENV)/.stamp-venv | $(VENV)/.stamp-system
 	@test -f pyproject.toml || { echo "make: pyproject.toml (core) does not exist yet" >&2; exit 1; }
@@ -102,6 +105,15 @@ $(VENV)/.stamp-install-vulkan: $(VULKAN_NATIVE_SRCS) $(VENV)/.stamp-install-core
 	flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/vulkan
 	@touch $@
 
+# The Qualcomm QNN plugin: its C++ delegate compiles against ONNX Runtime's C API header (Debian's
+# libonnxruntime-dev >= 1.22, headers only, fetched into ~/.cache/etkit by scripts/onnxruntime_headers.sh) and
+# loads the onnxruntime wheel's library at run time; the runtime extra pulls onnxruntime-qnn (Qualcomm's QNN
+# HTP compiler and x86 HTP simulator).
+$(VENV)/.stamp-install-qnn: $(QNN_NATIVE_SRCS) scripts/onnxruntime_headers.sh $(VENV)/.stamp-install-core
+	@include_dir="$$(bash scripts/onnxruntime_headers.sh | tail -n1)"; \
+	 ONNXRUNTIME_INCLUDE_DIR="$$include_dir" flock $(LOCK) $(PIP) install -q --no-build-isolation -e "plugins/qnn[runtime]"
+	@touch $@
+
 # ---- standalone CMake tree for the native runner and the C++ tests -------------------------------
 # Runner and tests are switched on when their directories exist in runtime-cpp/.
 NATIVE_RUNNER := $(if $(wildcard runtime-cpp/runner/CMakeLists.txt),ON,OFF)
@@ -126,7 +138,8 @@ native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpac
 	flock $(LOCK) $(VENV)/bin/cmake --build $(NATIVE_DIR) -j $(JOBS)
 
 # ---- tests and demo -------------------------------------------------------------------------------
-TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests plugins/ethosu/tests plugins/vulkan/tests)
+TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests plugins/ethosu/tests plugins/vulkan/tests \
+  plugins/qnn/tests)
 
 # ctest runs first and pytest last, so the last line printed is pytest's summary; both always run.
 # XNNPACK runs on 1 thread unless a test asks for more (etkit.runtime.set_num_threads; default 1).
@@ -149,4 +162,4 @@ oracle: $(VENV)/.stamp-venv
 
 clean:
 	rm -rf build $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml \
-	  $(VENV)/.stamp-install-ethosu $(VENV)/.stamp-install-vulkan
+	  $(VENV)/.stamp-install-ethosu $(VENV)/.stamp-install-vulkan $(VENV)/.stamp-install-qnn

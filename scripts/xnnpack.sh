@@ -60,55 +60,17 @@ sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
 # ---------------------------------------------------------------- isolated apt
 APT_DIR="$CACHE/apt"
-debian_mirror() {
-  if [[ -n "${ETKIT_DEBIAN_MIRROR:-}" ]]; then echo "$ETKIT_DEBIAN_MIRROR"; return; fi
-  local uri
-  uri="$( { cat /etc/apt/sources.list 2>/dev/null; cat /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null; } \
-        | grep -vE '^[[:space:]]*#' | grep -oE '(https?)://[^ ]*/debian/?( |$)' | grep -v security \
-        | head -n1 | tr -d ' ' || true)"
-  echo "${uri:-http://deb.debian.org/debian}"
-}
-
-apt_isolated() {  # apt-get/apt-cache with every path pointed into $APT_DIR
-  local tool="$1"; shift
-  "$tool" \
-    -o Dir::Etc::SourceList="$APT_DIR/sources.list" \
-    -o Dir::Etc::SourceParts="$APT_DIR/sources.list.d" \
-    -o Dir::Etc::Preferences="$APT_DIR/preferences" \
-    -o Dir::Etc::PreferencesParts="$APT_DIR/preferences.d" \
-    -o Dir::State="$APT_DIR/state" \
-    -o Dir::State::Lists="$APT_DIR/lists" \
-    -o Dir::State::status="$APT_DIR/state/status" \
-    -o Dir::Cache="$APT_DIR/cache" \
-    -o Debug::NoLocking=1 \
-    -o APT::Sandbox::User=root \
-    -o Acquire::Languages=none \
-    -o APT::Architecture="$(dpkg --print-architecture)" \
-    -o APT::Architectures="$(dpkg --print-architecture)" \
-    "$@"
-}
+# shellcheck source=lib/debian_apt.sh
+source "$REPO_ROOT/scripts/lib/debian_apt.sh"   # debian_mirror, apt_isolated, apt_use_sources
 
 apt_prepare() {  # $1 = "src" (deb-src only) or "bin" (also deb lines, for the binary fallback)
-  local want="$1" mirror keyring=/usr/share/keyrings/debian-archive-keyring.gpg stamp
+  local want="$1" mirror lines=()
   mirror="$(debian_mirror)"
-  mkdir -p "$APT_DIR"/{lists/partial,cache/archives/partial,state,sources.list.d,preferences.d}
-  touch "$APT_DIR/state/status" "$APT_DIR/preferences"
-  {
-    for suite in trixie sid; do
-      echo "deb-src [signed-by=$keyring] $mirror $suite main"
-      if [[ "$want" == bin ]]; then echo "deb [signed-by=$keyring] $mirror $suite main"; fi
-    done
-  } > "$APT_DIR/sources.list.new"
-  # Lists fetched for exactly these sources less than an hour ago are reused (sid moves).
-  stamp="$APT_DIR/state/updated"
-  if cmp -s "$APT_DIR/sources.list.new" "$APT_DIR/sources.list" \
-     && [[ -f "$stamp" && -n "$(find "$stamp" -mmin -60 2>/dev/null)" ]]; then
-    rm -f "$APT_DIR/sources.list.new"; return 0
-  fi
-  mv "$APT_DIR/sources.list.new" "$APT_DIR/sources.list"
-  log "apt-get update (isolated: $APT_DIR, mirror $mirror)"
-  apt_isolated apt-get -q update >&2 || die "apt-get update against $mirror failed (isolated config in $APT_DIR)"
-  touch "$stamp"
+  for suite in trixie sid; do
+    lines+=("deb-src [signed-by=$DEBIAN_KEYRING] $mirror $suite main")
+    if [[ "$want" == bin ]]; then lines+=("deb [signed-by=$DEBIAN_KEYRING] $mirror $suite main"); fi
+  done
+  apt_use_sources "${lines[@]}" || die "apt-get update against $mirror failed (isolated config in $APT_DIR)"
 }
 
 # Print the source versions of package $1 whose file list contains $2 (a tarball name).

@@ -1,0 +1,250 @@
+"""Partition -> ONNX graph (opset 21) for ONNX Runtime's QNN execution provider to compile.
+
+Quantized partitions are written as QDQ graphs: every PT2E ``quantize``/``dequantize`` becomes
+``QuantizeLinear``/``DequantizeLinear`` with its scale and zero point (per channel with ``axis``), integer
+weights stay integer initializers (INT4 when their range is within [-8, 7], UINT16 for 16-bit activations
+that PT2E holds in int32), and the ops between them are the float ONNX ops. The HTP prepare turns each
+``DequantizeLinear -> op -> QuantizeLinear`` group into one quantized QNN op. fp16 partitions are plain
+float32 graphs that the compile runs in fp16 (``enable_htp_fp16_precision``). Shapes are always static.
+
+The graph's inputs are the partition's user inputs and its outputs the partition's outputs, in
+delegate-argument order, all float32 (the boundary quantization runs inside the context).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper, numpy_helper
+from torch.export import ExportedProgram
+
+from etkit.backend.utils import get_constant, is_constant, is_user_input
+
+OPSET = 21
+
+
+class ExportError(ValueError):
+    """A node of the partition cannot be written as ONNX for QNN; the message names the node."""
+
+
+@dataclass(frozen=True)
+class QParams:
+    """Quantization of one value: scales (one, or one per channel along ``axis``), zero points, ONNX type."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    onnx_type: int
+    axis: Optional[int] = None
+
+    @property
+    def type_name(self) -> str:
+        return TensorProto.DataType.Name(self.onnx_type).lower()
+
+
+@dataclass
+class IOTensor:
+    """One graph input or output: name, shape, and the quantization at the boundary (``None``: float)."""
+
+    name: str
+    shape: tuple
+    qparams: Optional[QParams] = None
+
+
+@dataclass
+class ExportedGraph:
+    model: onnx.ModelProto
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+
+
+_TORCH_TO_ONNX = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
+                  torch.int64: TensorProto.INT64, torch.int32: TensorProto.INT32, torch.bool: TensorProto.BOOL}
+
+
+def quant_type(dtype: torch.dtype, qmin: int, qmax: int) -> int:
+    """ONNX element type of a PT2E quantized tensor: its torch dtype and integer range.
+
+    Raises:
+        ExportError: a combination QNN has no type for.
+    """
+    if dtype == torch.uint8:
+        return TensorProto.UINT8
+    if dtype == torch.int8:
+        return TensorProto.INT4 if (qmin >= -8 and qmax <= 7) else TensorProto.INT8
+    if dtype == torch.uint16 or (dtype == torch.int32 and qmin >= 0 and qmax <= 65535):
+        return TensorProto.UINT16
+    if dtype == torch.int16:
+        return TensorProto.INT16
+    if dtype == torch.int32:
+        return TensorProto.INT32
+    raise ExportError(f"quantized dtype {dtype} over [{qmin}, {qmax}] has no QNN type")
+
+
+_NUMPY_OF = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8, TensorProto.INT4: np.int8,
+             TensorProto.UINT16: np.uint16, TensorProto.INT16: np.int16, TensorProto.INT32: np.int32}
+
+
+class GraphBuilder:
+    """Accumulates ONNX nodes and initializers for one partition; emitters (``ops.py``) call it."""
+
+    def __init__(self, ep: ExportedProgram, fp16: bool) -> None:
+        self.ep = ep
+        self.fp16 = fp16
+        self.nodes: list = []
+        self.initializers: list = []
+        self.names: dict = {}          # fx node -> ONNX value name (or tuple of names)
+        self.qparams: dict = {}        # ONNX value name -> QParams of the DequantizeLinear producing it
+        self._counter = 0
+
+    # ---- names and constants -----------------------------------------------------------------------
+
+    def fresh(self, hint: str) -> str:
+        self._counter += 1
+        return f"{hint}__{self._counter}"
+
+    def constant(self, array: np.ndarray, hint: str = "const", onnx_type: Optional[int] = None) -> str:
+        name = self.fresh(hint)
+        array = np.asarray(array)
+        if onnx_type == TensorProto.INT4:
+            self.initializers.append(helper.make_tensor(name, TensorProto.INT4, array.shape,
+                                                        array.astype(np.int8).flatten().tolist()))
+        else:
+            if onnx_type is not None:
+                array = array.astype(_NUMPY_OF.get(onnx_type, helper.tensor_dtype_to_np_dtype(onnx_type)))
+            self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def ints(self, values, hint: str = "shape") -> str:
+        return self.constant(np.asarray(list(values), dtype=np.int64), hint)
+
+    def node_constant(self, node: torch.fx.Node) -> Optional[torch.Tensor]:
+        """The value of a constant placeholder, else ``None``."""
+        if node.op == "placeholder" and is_constant(self.ep, node):
+            return get_constant(self.ep, node)
+        return None
+
+    def value(self, node) -> str:
+        """ONNX name of an fx value (constants become float initializers on first use)."""
+        if not isinstance(node, torch.fx.Node):
+            raise ExportError(f"expected a tensor, got {node!r}")
+        if node in self.names:
+            return self.names[node]
+        tensor = self.node_constant(node)
+        if tensor is None:
+            raise ExportError(f"value {node.name} is used before it is computed")
+        if tensor.dtype not in (torch.float32, torch.float16):
+            raise ExportError(f"constant {node.name} is {tensor.dtype}; only float constants are used directly")
+        name = self.constant(tensor.detach().float().numpy(), node.name)
+        self.names[node] = name
+        return name
+
+    def add(self, op_type: str, inputs: list, hint: str, num_outputs: int = 1, domain: str = "", **attrs):
+        outputs = [self.fresh(hint) for _ in range(num_outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=self.fresh(op_type), domain=domain, **attrs))
+        return outputs[0] if num_outputs == 1 else outputs
+
+    # ---- quantization --------------------------------------------------------------------------------
+
+    def qdq_params(self, scale, zero_point, onnx_type: int, hint: str, axis: Optional[int] = None) -> tuple:
+        qp = QParams(np.asarray(scale, dtype=np.float32), np.asarray(zero_point), onnx_type, axis)
+        return qp, self.constant(qp.scale, f"{hint}_scale"), self.constant(qp.zero_point, f"{hint}_zp", onnx_type)
+
+    def dequantize(self, q_name: str, qp: QParams, s_name: str, zp_name: str, hint: str) -> str:
+        attrs = {"axis": qp.axis} if qp.axis is not None else {}
+        out = self.add("DequantizeLinear", [q_name, s_name, zp_name], hint, **attrs)
+        self.qparams[out] = qp
+        return out
+
+    def requantize_like(self, name: str, qp: Optional[QParams], hint: str) -> str:
+        """After a value-preserving op inserted by an emitter (a reshape), repeat the quantization ``qp``
+        of its input so the HTP sees a QDQ group (exact: the values are already on ``qp``'s grid)."""
+        if self.fp16 or qp is None:
+            return name
+        _, s, zp = self.qdq_params(qp.scale, qp.zero_point, qp.onnx_type, hint, qp.axis)
+        attrs = {"axis": qp.axis} if qp.axis is not None else {}
+        q = self.add("QuantizeLinear", [name, s, zp], f"{hint}_q", **attrs)
+        return self.dequantize(q, qp, s, zp, hint)
+
+    def quantized_constant(self, value: float, like: Optional[QParams], hint: str) -> str:
+        """A scalar operand: float in fp16 graphs; in QDQ graphs a ``DequantizeLinear`` of a one-element
+        tensor of ``like``'s type whose scale makes the value exact."""
+        if self.fp16 or like is None:
+            return self.constant(np.asarray(value, dtype=np.float32), hint)
+        qmax = {TensorProto.UINT8: 255, TensorProto.UINT16: 65535}.get(like.onnx_type, 255)
+        qtype = like.onnx_type if like.onnx_type in (TensorProto.UINT8, TensorProto.UINT16) else TensorProto.UINT8
+        scale = abs(float(value)) / qmax if value != 0 else 1.0
+        q, zp = (qmax, 0) if value >= 0 else (0, qmax)
+        qp, s, zp_name = self.qdq_params(scale, zp, qtype, hint)
+        return self.dequantize(self.constant(np.asarray(q), f"{hint}_q", qtype), qp, s, zp_name, hint)
+
+
+def export_partition(ep: ExportedProgram, fp16: bool, graph_name: str) -> ExportedGraph:
+    """Write one partition as an ONNX model.
+
+    Args:
+        ep: the partition (placeholders: constants, then user inputs; outputs in order).
+        fp16: fp16 precision (a float graph) instead of a QDQ graph.
+        graph_name: the ONNX graph's name.
+
+    Raises:
+        ExportError: an op without an emitter, or a value the HTP cannot take (names the node).
+    """
+    from .ops import EMITTERS
+
+    b = GraphBuilder(ep, fp16)
+    inputs, outputs = [], []
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            if is_user_input(ep, node):
+                meta = node.meta.get("val")
+                if not isinstance(meta, torch.Tensor) or meta.dtype != torch.float32:
+                    raise ExportError(f"input {node.name} is {getattr(meta, 'dtype', '?')}; QNN partitions take float32 inputs")
+                name = f"input_{len(inputs)}"
+                b.names[node] = name
+                inputs.append(IOTensor(name, tuple(int(d) for d in meta.shape)))
+        elif node.op == "call_function":
+            emit = EMITTERS.get(node.target)
+            if emit is None:
+                raise ExportError(f"{node.target} (node {node.name}) has no ONNX emitter for QNN")
+            try:
+                b.names[node] = emit(b, node)
+            except ExportError:
+                raise
+            except Exception as exc:  # an emitter bug: name the node
+                raise ExportError(f"writing {node.target} (node {node.name}) failed: {type(exc).__name__}: {exc}") from exc
+        elif node.op == "output":
+            for i, value in enumerate(node.args[0]):
+                source = b.value(value)
+                name = f"output_{i}"
+                b.add("Identity", [source], "out")
+                b.nodes[-1].output[0] = name
+                meta = value.meta.get("val")
+                outputs.append(IOTensor(name, tuple(int(d) for d in meta.shape), b.qparams.get(source)))
+    # The boundary quantization of each input: the QuantizeLinear reading it.
+    for io in inputs:
+        for n in b.nodes:
+            if n.op_type == "QuantizeLinear" and n.input[0] == io.name:
+                io.qparams = _qparams_of_quantize(b, n)
+                break
+    graph = helper.make_graph(
+        b.nodes, graph_name,
+        [helper.make_tensor_value_info(io.name, TensorProto.FLOAT, io.shape) for io in inputs],
+        [helper.make_tensor_value_info(io.name, TensorProto.FLOAT, io.shape) for io in outputs],
+        b.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="etkit-qnn")
+    model.ir_version = 10
+    return ExportedGraph(model, inputs, outputs)
+
+
+def _qparams_of_quantize(b: GraphBuilder, node) -> Optional[QParams]:
+    inits = {t.name: t for t in b.initializers}
+    try:
+        scale = numpy_helper.to_array(inits[node.input[1]])
+        zp_tensor = inits[node.input[2]]
+        zp = numpy_helper.to_array(zp_tensor)
+        return QParams(scale, zp, zp_tensor.data_type)
+    except KeyError:
+        return None

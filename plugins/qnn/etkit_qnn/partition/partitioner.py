@@ -1,0 +1,221 @@
+"""``QnnPartitioner``: tags what the Qualcomm HTP runs (seed page "Qualcomm AI Engine Backend", "Partitioner API").
+
+Precision follows the compile specs (``generate_htp_compiler_spec(use_fp16=...)``):
+
+* quantized (default): the program is PT2E-quantized (``QnnQuantizer``). An op is delegated when the HTP has
+  it (:mod:`etkit_qnn.partition.configs`) and it sits in a QDQ group: every float input comes from a
+  ``dequantize`` (or is a constant) and every user is a ``quantize``. The ``quantize`` nodes of the group's
+  inputs and the ``dequantize`` nodes of its outputs go inside as well, so a delegate takes and returns
+  float32 tensors and quantizes and dequantizes on the HTP.
+* fp16: float32 ops the HTP has run in fp16; ``quantize``/``dequantize`` nodes stay outside.
+
+Every op left outside is in :meth:`QnnPartitioner.report` with its reason.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import operator
+from typing import Callable, Optional
+
+import torch
+from torch.export import ExportedProgram
+
+from etkit.backend import DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, \
+    PartitionResult, Rejection
+from etkit.backend.utils import (is_constant, is_delegate_call, is_user_input, node_target_name,
+                                 propose_partitions, tag_constant_data)
+
+from ..compile_spec import QnnCompileSpec
+from ..plugin import BACKEND_ID
+from . import configs
+
+logger = logging.getLogger(__name__)
+qd = torch.ops.quantized_decomposed
+QUANTIZE = (qd.quantize_per_tensor.default,)
+DEQUANTIZE = (qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default)
+
+
+def is_quantize(node) -> bool:
+    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in QUANTIZE
+
+
+def is_dequantize(node) -> bool:
+    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in DEQUANTIZE
+
+
+def _duplicate_dequantize(ep: ExportedProgram) -> None:
+    """One ``dequantize`` per user, so a user left outside does not keep the others out."""
+    graph = ep.graph
+    for node in list(graph.nodes):
+        if not is_dequantize(node) or len(node.users) < 2:
+            continue
+        for user in list(node.users)[1:]:
+            with graph.inserting_after(node):
+                copy = graph.node_copy(node)
+            copy.meta = dict(node.meta)
+            user.replace_input_with(node, copy)
+    ep.graph_module.recompile()
+
+
+class QnnPartitioner(Partitioner):
+    """Delegates to the Qualcomm HTP (QNN) the ops it runs.
+
+    Args:
+        compiler_specs: from :func:`etkit_qnn.generate_qnn_executorch_compiler_spec` (default: SM8650,
+            quantized precision).
+        skip_node_id_set: node names to keep outside (reported as skipped).
+        skip_node_op_set: op names to keep outside, as ``str(target)`` (``"aten.add.Tensor"``) or OpOverloads.
+    """
+
+    def __init__(self, compiler_specs: Optional[list[CompileSpec]] = None, skip_node_id_set: Optional[set] = None,
+                 skip_node_op_set: Optional[set] = None, skip_mutable_buffer: bool = False) -> None:
+        specs = list(compiler_specs) if compiler_specs else QnnCompileSpec().to_list()
+        self.spec = QnnCompileSpec.from_list(specs)
+        super().__init__(DelegationSpec(BACKEND_ID, specs))
+        self.skip_node_id_set = set(skip_node_id_set or ())
+        self.skip_node_op_set = {str(op) if not isinstance(op, str) else op for op in (skip_node_op_set or ())}
+        self._report: Optional[PartitionReport] = None
+
+    # ---- decisions ---------------------------------------------------------------------------------------
+
+    def _skipped(self, node) -> Optional[str]:
+        if node.name in self.skip_node_id_set:
+            return "skipped: its name is in skip_node_id_set"
+        if node_target_name(node) in self.skip_node_op_set or str(node.target) in self.skip_node_op_set:
+            return "skipped: its op is in skip_node_op_set"
+        return None
+
+    def _candidates(self, ep: ExportedProgram) -> tuple[set, dict]:
+        fp16 = self.spec.use_fp16
+        candidates, reasons = set(), {}
+        for node in ep.graph.nodes:
+            if node.op != "call_function" or is_delegate_call(node):
+                continue
+            reason = self._skipped(node)
+            if reason is None and (is_quantize(node) or is_dequantize(node)):
+                if fp16:
+                    reason = ("quantize/dequantize stays outside: the compile specs ask for fp16 precision; lower a "
+                              "quantized program with generate_htp_compiler_spec(use_fp16=False)")
+                else:
+                    reason = self._qdq_reason(ep, node)
+            elif reason is None:
+                reason = configs.check_node(node, fp16)
+            if reason is None:
+                candidates.add(node)
+            else:
+                reasons[node] = reason
+        return candidates, reasons
+
+    @staticmethod
+    def _qdq_reason(ep, node) -> Optional[str]:
+        if is_quantize(node) and len(node.args) < 6:
+            return "quantize with tensor-valued parameters is not lowered"
+        dtype = node.args[-1] if node.target is not qd.dequantize_per_channel.default else node.args[6]
+        if dtype not in (torch.uint8, torch.int8, torch.uint16, torch.int16, torch.int32):
+            return f"quantized dtype {dtype} is not supported"
+        if node.target is qd.dequantize_per_channel.default and not (
+                node.args[0].op == "placeholder" and is_constant(ep, node.args[0])):
+            return "per-channel dequantize of a computed value is not lowered (only of constant weights)"
+        return None
+
+    def _settle(self, ep: ExportedProgram, supported: set, reasons: dict) -> None:
+        """Quantized precision: drop nodes until every delegated op sits in a QDQ group (fixpoint)."""
+        if self.spec.use_fp16:
+            return
+
+        def constant(a) -> bool:
+            return a.op == "placeholder" and is_constant(ep, a)
+
+        def inside_or_constant(a) -> bool:
+            return a in supported or constant(a)
+
+        def quantized_users(node) -> bool:
+            return all(u in supported and (is_quantize(u) or u.target is operator.getitem) for u in node.users)
+
+        changed = True
+        while changed:
+            changed = False
+            for node in list(supported):
+                why = None
+                if is_quantize(node):       # its integer result must not leave the partition
+                    ok = all(u in supported for u in node.users)
+                elif is_dequantize(node):   # of a quantize inside, or of a constant weight used inside
+                    src = node.args[0]
+                    ok = (is_quantize(src) and src in supported) or \
+                        (constant(src) and all(u in supported for u in node.users))
+                elif node.target is operator.getitem:
+                    ok = node.args[0] in supported and quantized_users(node)
+                else:
+                    inputs = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+                    outside = [a for a in inputs if not inside_or_constant(a)]
+                    if outside:
+                        ok, a = False, outside[0]
+                        why = (f"its input {a.name} stays outside the QNN partition" if is_dequantize(a) else
+                               f"not quantized: its input {a.name} is not a dequantized value; quantize the model "
+                               f"with QnnQuantizer (or compile with use_fp16=True)")
+                    elif not quantized_users(node):
+                        ok, why = False, ("its result is not quantized (no quantize node after it); quantize the "
+                                          "model with QnnQuantizer (or compile with use_fp16=True)")
+                    else:
+                        ok = True
+                if not ok:
+                    supported.discard(node)
+                    if why is not None:
+                        reasons[node] = why
+                    changed = True
+
+    # ---- Partitioner API ---------------------------------------------------------------------------------
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        """Tag the supported regions, one tag per connected group: ``{tag: DelegationSpec("QnnBackend")}``."""
+        ep = exported_program
+        if not self.spec.use_fp16:
+            _duplicate_dequantize(ep)
+        supported, reasons = self._candidates(ep)
+        while True:
+            self._settle(ep, supported, reasons)
+            groups = propose_partitions(ep, supported)
+            # A quantize whose dequantize landed in another group (split to avoid a cycle) would make a delegate
+            # return integers: leave it outside, and settle again.
+            group_of = {n: i for i, nodes in enumerate(groups) for n in nodes}
+            leaking = [n for n in supported if is_quantize(n) and any(group_of.get(u) != group_of.get(n) for u in n.users)]
+            if not leaking:
+                break
+            supported.difference_update(leaking)
+        tags, delegated = {}, collections.Counter()
+        for nodes in groups:
+            if not any(n.target in configs.BY_TARGET and n.target is not operator.getitem for n in nodes):
+                continue  # quantize/dequantize pairs alone: nothing for the HTP to do
+            tag = f"qnn_{len(tags)}"
+            tags[tag] = self.delegation_spec
+            for n in nodes:
+                n.meta[DELEGATION_TAG] = tag
+                delegated[node_target_name(n)] += 1
+        tag_constant_data(ep)
+        position = {n.name: i for i, n in enumerate(ep.graph.nodes)}
+        rejected = [Rejection(n.name, node_target_name(n), why) for n, why in reasons.items()
+                    if DELEGATION_TAG not in n.meta and not (is_quantize(n) or is_dequantize(n))]
+        rejected.sort(key=lambda r: position.get(r.node_name, 0))
+        self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
+        logger.info("%s", self._report.format())
+        return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+
+    def ops_to_not_decompose(
+        self, ep: ExportedProgram
+    ) -> tuple[list[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
+        """``linear``, ``matmul``, ``gelu``, ``hardswish``, ``hardsigmoid`` and ``adaptive_avg_pool2d`` stay whole
+        (QNN has them as single ops; a decomposed ``matmul`` would put float reshapes between its dequantize and
+        the batched product). In quantized precision only nodes reading dequantized values are kept."""
+        present = {n.target for n in ep.graph.nodes if n.op == "call_function" and n.target in configs.KEEP_UNDECOMPOSED}
+        if self.spec.use_fp16:
+            return sorted(present, key=str), None
+
+        def reads_quantized(node: torch.fx.Node) -> bool:
+            return any(is_dequantize(a) for a in node.all_input_nodes) and configs.check_node(node, False) is None
+
+        return sorted(present, key=str), reads_quantized
+
+    def report(self) -> Optional[PartitionReport]:
+        """Delegated op counts and every op left outside with its reason, for the last :meth:`partition`."""
+        return self._report

@@ -1,0 +1,98 @@
+"""Entry point of the etkit-qnn plugin (group ``etkit.backends``; docs/plugins.md).
+
+Light on purpose: no torch, onnx or onnxruntime import here.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import pluggy
+
+from etkit.plugins.spec import Availability, BackendSpec
+
+hookimpl = pluggy.HookimplMarker("etkit")
+
+#: Backend id stored in the .pte (ExecuTorch's id for the Qualcomm backend).
+BACKEND_ID = "QnnBackend"
+#: Python extension whose import registers the C++ delegate with etkit's runtime.
+RUNTIME_MODULE = "etkit_qnn.native"
+#: What to do when the vendor libraries are missing.
+INSTALL_HINT = "install etkit-qnn's runtime extra: pip install 'etkit-qnn[runtime]' (onnxruntime-qnn==2.7.0)"
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("etkit-qnn")
+    except Exception:  # source checkout without an installed distribution
+        return "unknown"
+
+
+def availability() -> Availability:
+    """Runs where the native delegate is built and ONNX Runtime with its QNN execution provider (which
+    brings Qualcomm's x86 HTP simulator, or the HTP itself on a Snapdragon device) is installed."""
+    if importlib.util.find_spec("etkit_qnn._delegate") is None:
+        return Availability(False, "the native delegate module etkit_qnn._delegate is not built; reinstall etkit-qnn "
+                                   "(pip install --no-build-isolation plugins/qnn)")
+    from .libraries import find_libraries
+    found = find_libraries()
+    if found.missing:
+        return Availability(False, f"{found.missing}; {INSTALL_HINT}")
+    return Availability(True)
+
+
+@hookimpl
+def etkit_register_backends(register) -> None:
+    """Register ``QnnBackend``: preprocess, partitioner, quantizer, runtime module and native library."""
+    register(BackendSpec(
+        backend_id=BACKEND_ID,
+        backend_details="etkit_qnn.preprocess:QnnBackend",
+        partitioners={"QnnPartitioner": "etkit_qnn.partition.partitioner:QnnPartitioner"},
+        quantizers={"QnnQuantizer": "etkit_qnn.quantizer:QnnQuantizer"},
+        runtime_module=RUNTIME_MODULE,
+        cmake_package="etkit_qnn",
+        register_function="etkit_qnn_register_backends",
+        plugin_api="1.0",
+        version=_version(),
+        availability=availability,
+        runs_everywhere=False,
+    ))
+
+
+@hookimpl
+def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict):
+    """For ``etkit inspect``: the QNN graph's name, SoC, HTP architecture, precision, SDK and I/O."""
+    if backend_id != BACKEND_ID:
+        return None
+    from .describe import describe_payload
+    return describe_payload(processed)
+
+
+@hookimpl
+def etkit_dump_payload(backend_id: str, processed: bytes, compile_specs: dict, directory: str, stem: str):
+    """For ``etkit inspect --dump DIR``: the context binary (``<stem>.qnn_context.bin``, what QNN's
+    ``qnn-context-binary-utility`` reads) and the metadata as JSON."""
+    if backend_id != BACKEND_ID:
+        return None
+    from .describe import dump_payload
+    return dump_payload(processed, directory, stem)
+
+
+@hookimpl
+def etkit_conformance_prepare(backend_id: str, module, example_inputs):
+    """The default compile specs are quantized: each case is quantized with ``QnnQuantizer``, calibrated on the
+    case's inputs. 16-bit activations (16a8w), so that the comparison checks the lowering to within a 16-bit
+    step; 8a8w models are checked against LSB-based tolerances in the plugin's own tests."""
+    if backend_id != BACKEND_ID:
+        return None
+    from .quantizer import QuantDtype, quantize_for_qnn
+    return quantize_for_qnn(module, example_inputs, quant_dtype=QuantDtype.use_16a8w)
+
+
+@hookimpl
+def etkit_conformance_tolerance(backend_id: str, dtype):
+    """Against the PT2E reference (16a8w, see ``etkit_conformance_prepare``): the suite's outputs reach |85|, whose
+    16-bit step is 0.0026; the HTP is within 10 steps (measured 0.024 on the MLP case), so 0.05 absolute plus 1%."""
+    if backend_id == BACKEND_ID:
+        return (0.05, 0.01)
+    return None

@@ -1,0 +1,229 @@
+// QnnBackend: the etkit delegate that runs a QNN HTP context binary, and its registration.
+//
+// init:    verify the payload (payload.h), wrap its context binary in a one-node EPContext model
+//          (epcontext_model.h) and create an ONNX Runtime session with the QNN execution provider over it
+//          (ort_session.h): QNN deserializes the context once (QnnContext_createFromBinary) and keeps it for the
+//          handle's lifetime. On x86 the HTP backend (libQnnHtp.so) runs it on its simulator; on a Snapdragon
+//          device, on the HTP. The payload bytes are released once the session holds the context.
+// execute: check every argument (float32, contiguous, the payload's shape), bind the argument buffers as ONNX
+//          Runtime tensors without copying (bindings are made once per buffer address and reused while the
+//          method's memory stays where it is), and run. ONNX Runtime and QNN allocate inside Run as they see fit;
+//          the delegate itself allocates nothing on the execute path unless an argument moved.
+// destroy: release the bindings and the session (the context goes with it).
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "epcontext_model.h"
+#include "etkit/runtime/backend_interface.h"
+#include "etkit/runtime/scalar_type.h"
+#include "etkit/runtime/tensor.h"
+#include "etkit_qnn/register.h"
+#include "ort_session.h"
+#include "payload.h"
+
+namespace etkit_qnn {
+namespace {
+
+using etkit::runtime::BackendExecutionContext;
+using etkit::runtime::BackendInitContext;
+using etkit::runtime::CompileSpec;
+using etkit::runtime::DelegateHandle;
+using etkit::runtime::Error;
+using etkit::runtime::EValue;
+using etkit::runtime::FreeableBuffer;
+using etkit::runtime::Result;
+using etkit::runtime::ScalarType;
+using etkit::runtime::set_error;
+using etkit::runtime::Span;
+using etkit::runtime::Tensor;
+
+constexpr const char kBackendId[] = "QnnBackend";
+
+struct Binding {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t numel = 1;
+  void* data = nullptr;      // the buffer `value` wraps
+  OrtValue* value = nullptr;
+};
+
+struct Handle {
+  const OrtRuntime* rt = nullptr;
+  OrtSession* session = nullptr;
+  std::string graph_name;
+  std::vector<Binding> inputs;
+  std::vector<Binding> outputs;
+  std::vector<const char*> input_names;
+  std::vector<const char*> output_names;
+  std::vector<const OrtValue*> input_values;
+  std::vector<OrtValue*> output_values;
+
+  ~Handle() {
+    for (auto* list : {&inputs, &outputs}) {
+      for (Binding& b : *list) {
+        if (b.value != nullptr) rt->api->ReleaseValue(b.value);
+      }
+    }
+    if (session != nullptr) rt->api->ReleaseSession(session);
+  }
+};
+
+void describe(const flatbuffers::Vector<flatbuffers::Offset<fb::TensorInfo>>* tensors, std::vector<Binding>* out,
+              std::vector<GraphTensor>* graph) {
+  for (uint32_t i = 0; i < tensors->size(); ++i) {
+    const fb::TensorInfo* t = tensors->Get(i);
+    Binding b;
+    b.name.assign(t->name()->c_str(), t->name()->size());
+    for (int64_t d : *t->shape()) {
+      b.shape.push_back(d);
+      b.numel *= static_cast<size_t>(d);
+    }
+    out->push_back(std::move(b));
+  }
+  for (const Binding& b : *out) graph->push_back({b.name.data(), b.name.size(), b.shape.data(), b.shape.size()});
+}
+
+/// Checks `value` against `b` and (re)binds its buffer when it moved.
+Error bind(const Handle& h, Binding& b, EValue* value, const char* what, size_t index) {
+  if (value == nullptr || !value->is_tensor()) {
+    return set_error(Error::InvalidArgument, "QnnBackend (graph %s): %s %zu is not a tensor", h.graph_name.c_str(),
+                     what, index);
+  }
+  Tensor& t = value->to_tensor();
+  if (t.scalar_type() != ScalarType::Float) {
+    return set_error(Error::InvalidArgument, "QnnBackend (graph %s): %s %zu has dtype %d; the context takes float32",
+                     h.graph_name.c_str(), what, index, static_cast<int>(t.scalar_type()));
+  }
+  bool same_shape = t.dim() == b.shape.size();
+  for (size_t d = 0; same_shape && d < b.shape.size(); ++d) same_shape = t.size(d) == b.shape[d];
+  if (!same_shape || !t.is_contiguous_dim_order()) {
+    char got[128] = {0};
+    size_t used = 0;
+    for (size_t d = 0; d < t.dim() && used + 24 < sizeof(got); ++d) {
+      used += static_cast<size_t>(std::snprintf(got + used, sizeof(got) - used, d ? ", %lld" : "%lld",
+                                                static_cast<long long>(t.size(d))));
+    }
+    return set_error(Error::InvalidArgument,
+                     "QnnBackend (graph %s): %s %zu has shape [%s]%s; the context was compiled for %zu dims with %zu "
+                     "elements (QNN graphs have static shapes: re-lower for this shape)",
+                     h.graph_name.c_str(), what, index, got, t.is_contiguous_dim_order() ? "" : " (not contiguous)",
+                     b.shape.size(), b.numel);
+  }
+  void* data = t.mutable_data_ptr();
+  if (data == b.data && b.value != nullptr) return Error::Ok;
+  if (b.value != nullptr) {
+    h.rt->api->ReleaseValue(b.value);
+    b.value = nullptr;
+  }
+  OrtStatus* status = h.rt->api->CreateTensorWithDataAsOrtValue(
+      h.rt->cpu_memory, data, b.numel * sizeof(float), b.shape.data(), b.shape.size(),
+      ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, &b.value);
+  if (status != nullptr) {
+    const std::string message = take_status_message(*h.rt, status);
+    return set_error(Error::Internal, "QnnBackend (graph %s): binding %s %zu failed: %s", h.graph_name.c_str(), what,
+                     index, message.c_str());
+  }
+  b.data = data;
+  return Error::Ok;
+}
+
+class QnnBackend final : public etkit::runtime::BackendInterface {
+ public:
+  /// Loads ONNX Runtime and the QNN execution provider (first call); false, with the reason in
+  /// last_error_message(), when they are missing.
+  bool is_available() const override {
+    std::string error;
+    if (get_ort_runtime(&error) != nullptr) return true;
+    set_error(Error::NotFound, "QnnBackend: %s", error.c_str());
+    return false;
+  }
+
+  /// Compile specs are used ahead of time only (the context binary fixes the target); they are ignored here.
+  Result<DelegateHandle*> init(BackendInitContext& ctx, FreeableBuffer* processed,
+                               Span<const CompileSpec> compile_specs) const override {
+    (void)ctx;
+    (void)compile_specs;
+    std::string error;
+    const OrtRuntime* rt = get_ort_runtime(&error);
+    if (rt == nullptr) return set_error(Error::NotFound, "QnnBackend: %s", error.c_str());
+    if (processed == nullptr) return set_error(Error::InvalidArgument, "QnnBackend: no payload");
+    const fb::QnnPayload* payload = nullptr;
+    Error err = parse_payload(processed->data(), processed->size(), &payload);
+    if (err != Error::Ok) return err;
+
+    Handle* h = new (std::nothrow) Handle();
+    if (h == nullptr) return set_error(Error::MemoryAllocationFailed, "QnnBackend: out of memory");
+    h->rt = rt;
+    h->graph_name = payload->graph_name()->str();
+    std::vector<GraphTensor> graph_inputs, graph_outputs;
+    describe(payload->inputs(), &h->inputs, &graph_inputs);
+    describe(payload->outputs(), &h->outputs, &graph_outputs);
+    {
+      const std::string model =
+          write_epcontext_model(payload->graph_name()->c_str(), payload->graph_name()->size(),
+                                payload->context_binary()->data(), payload->context_binary()->size(), graph_inputs,
+                                graph_outputs);
+      h->session = create_qnn_session(*rt, model.data(), model.size(), &error);
+    }
+    if (h->session == nullptr) {
+      const std::string name = h->graph_name;
+      const int soc = payload->soc_model(), arch = payload->htp_arch();
+      const std::string sdk = payload->sdk_version() != nullptr ? payload->sdk_version()->str() : "?";
+      delete h;
+      return set_error(Error::DelegateInvalidCompatibility,
+                       "QnnBackend: loading the QNN context of graph %s (SoC %d, HTP v%d, QNN %s) failed: %s", name.c_str(),
+                       soc, arch, sdk.c_str(), error.c_str());
+    }
+    processed->Free();
+    for (Binding& b : h->inputs) h->input_names.push_back(b.name.c_str());
+    for (Binding& b : h->outputs) h->output_names.push_back(b.name.c_str());
+    h->input_values.assign(h->inputs.size(), nullptr);
+    h->output_values.assign(h->outputs.size(), nullptr);
+    return static_cast<DelegateHandle*>(h);
+  }
+
+  Error execute(BackendExecutionContext& ctx, DelegateHandle* handle, Span<EValue*> args) const override {
+    (void)ctx;
+    if (handle == nullptr) return set_error(Error::DelegateInvalidHandle, "QnnBackend: execute() with a null handle");
+    Handle& h = *static_cast<Handle*>(handle);
+    const size_t n_in = h.inputs.size(), n_out = h.outputs.size();
+    if (args.size() != n_in + n_out) {
+      return set_error(Error::InvalidArgument, "QnnBackend (graph %s): %zu arguments, the context has %zu inputs and %zu outputs",
+                       h.graph_name.c_str(), args.size(), n_in, n_out);
+    }
+    for (size_t i = 0; i < n_in; ++i) {
+      Error err = bind(h, h.inputs[i], args[i], "input", i);
+      if (err != Error::Ok) return err;
+      h.input_values[i] = h.inputs[i].value;
+    }
+    for (size_t i = 0; i < n_out; ++i) {
+      Error err = bind(h, h.outputs[i], args[n_in + i], "output", i);
+      if (err != Error::Ok) return err;
+      h.output_values[i] = h.outputs[i].value;
+    }
+    OrtStatus* status = h.rt->api->Run(h.session, nullptr, h.input_names.data(), h.input_values.data(), n_in,
+                                       h.output_names.data(), n_out, h.output_values.data());
+    if (status != nullptr) {
+      const std::string message = take_status_message(*h.rt, status);
+      return set_error(Error::Internal, "QnnBackend (graph %s): run failed: %s", h.graph_name.c_str(), message.c_str());
+    }
+    return Error::Ok;
+  }
+
+  void destroy(DelegateHandle* handle) const override { delete static_cast<Handle*>(handle); }
+};
+
+}  // namespace
+}  // namespace etkit_qnn
+
+extern "C" int etkit_qnn_register_backends(void) {
+  static etkit_qnn::QnnBackend backend;
+  return etkit_register_backend(ETKIT_BACKEND_ABI_VERSION, etkit_qnn::kBackendId, &backend);
+}
+
+extern "C" int etkit_qnn_set_library_paths(const char* onnxruntime_library, const char* qnn_ep_library,
+                                           const char* htp_backend_library) {
+  return etkit_qnn::set_ort_library_paths(onnxruntime_library, qnn_ep_library, htp_backend_library) ? 0 : 1;
+}
