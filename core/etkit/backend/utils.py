@@ -122,3 +122,24 @@ def propose_partitions(ep: ExportedProgram, supported: set) -> list[list[torch.f
     order = {n: i for i, n in enumerate(ep.graph.nodes)}
     groups.sort(key=lambda g: min(order[n] for n in g))
     return groups
+
+
+def give_each_user_its_own_copy(ep: ExportedProgram, predicate) -> int:
+    """For every node with ``predicate(node)`` true and several users, give each user after the first its own
+    copy of the node (same target, arguments and metadata), so that a user a partitioner leaves out does not
+    keep the node, and with it the other users, out too. Quantized backends do this for ``dequantize`` nodes
+    (ExecuTorch's backends do the same). Returns how many copies were made."""
+    graph = ep.graph
+    copies = 0
+    for node in list(graph.nodes):
+        if not predicate(node) or len(node.users) < 2:
+            continue
+        for user in list(node.users)[1:]:
+            with graph.inserting_after(node):
+                copy = graph.node_copy(node)
+            copy.meta = dict(node.meta)
+            user.replace_input_with(node, copy)
+            copies += 1
+    if copies:
+        ep.graph_module.recompile()
+    return copies

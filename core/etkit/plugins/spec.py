@@ -90,3 +90,13 @@ def load_object(ref: str):
         return getattr(module, attr) if attr else module
     except AttributeError:
         raise ImportError(f"{ref!r}: module {module_name!r} has no attribute {attr!r}") from None
+
+
+def distribution_version(name: str) -> str:
+    """The installed version of distribution ``name`` (for ``BackendSpec.version``), or ``"unknown"`` in a
+    source checkout where it is not installed."""
+    try:
+        from importlib.metadata import version
+        return version(name)
+    except Exception:
+        return "unknown"

@@ -8,20 +8,12 @@ import platform
 
 import pluggy
 
-from etkit.plugins.spec import Availability, BackendSpec
+from etkit.plugins.spec import Availability, BackendSpec, distribution_version
 
 hookimpl = pluggy.HookimplMarker("etkit")
 
 #: Backend id stored in the .pte (ExecuTorch's id for Core ML).
 BACKEND_ID = "CoreMLBackend"
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("etkit-coreml")
-    except Exception:  # source checkout without an installed distribution
-        return "unknown"
 
 
 def unavailable_reason(system: str | None = None) -> str:
@@ -49,7 +41,7 @@ def etkit_register_backends(register) -> None:
         quantizers={"CoreMLQuantizer": "etkit_coreml.quantizer:CoreMLQuantizer"},
         runtime_module=None,
         plugin_api="1.0",
-        version=_version(),
+        version=distribution_version("etkit-coreml"),
         availability=availability,
         runs_everywhere=False,
     ))

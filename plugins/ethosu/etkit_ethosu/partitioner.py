@@ -19,8 +19,8 @@ import torch
 from torch.export import ExportedProgram
 
 from etkit.backend import DELEGATION_TAG, DelegationSpec, Partitioner, PartitionReport, PartitionResult, Rejection
-from etkit.backend.utils import (is_constant, is_delegate_call, is_user_input, node_target_name, propose_partitions,
-                                 tag_constant_data)
+from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call, is_user_input,
+                                 node_target_name, propose_partitions, tag_constant_data)
 
 from .compile_spec import EthosUCompileSpec
 from .lowering import ops
@@ -44,18 +44,8 @@ def _is_int8_activation_qdq(node) -> bool:
 
 
 def _duplicate_dequantize(ep: ExportedProgram) -> None:
-    """Give every user of a shared ``dequantize`` its own copy, so one user staying outside does not keep
-    the others out (ExecuTorch's backends do the same)."""
-    graph = ep.graph
-    for node in list(graph.nodes):
-        if not ops.is_dequantize(node) or len(node.users) < 2:
-            continue
-        for user in list(node.users)[1:]:
-            with graph.inserting_after(node):
-                copy = graph.node_copy(node)
-            copy.meta = dict(node.meta)
-            user.replace_input_with(node, copy)
-    ep.graph_module.recompile()
+    """One ``dequantize`` per user, so a user left outside does not keep the others out."""
+    give_each_user_its_own_copy(ep, ops.is_dequantize)
 
 
 class EthosUPartitioner(Partitioner):

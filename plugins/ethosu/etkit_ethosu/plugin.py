@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pluggy
 
-from etkit.plugins.spec import Availability, BackendSpec
+from etkit.plugins.spec import Availability, BackendSpec, distribution_version
 
 hookimpl = pluggy.HookimplMarker("etkit")
 
@@ -17,14 +17,6 @@ BACKEND_ID = "EthosUBackend"
 UNAVAILABLE_REASON = ("no Ethos-U NPU: run on a Corstone FVP or device (a native runner linking "
                       "etkit_ethosu::delegate and the Ethos-U core driver); on this host, check numerics with "
                       "etkit_ethosu.run_on_tosa_reference or keep a fallback (ExecutorchBackendConfig(delegate_fallback=True))")
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("etkit-ethosu")
-    except Exception:  # source checkout without an installed distribution
-        return "unknown"
 
 
 def availability() -> Availability:
@@ -42,7 +34,7 @@ def etkit_register_backends(register) -> None:
         quantizers={"EthosUQuantizer": "etkit_ethosu.quantizer:EthosUQuantizer"},
         runtime_module=None,
         plugin_api="1.0",
-        version=_version(),
+        version=distribution_version("etkit-ethosu"),
         availability=availability,
         runs_everywhere=False,
     ))

@@ -8,7 +8,7 @@ import importlib.util
 
 import pluggy
 
-from etkit.plugins.spec import Availability, BackendSpec
+from etkit.plugins.spec import Availability, BackendSpec, distribution_version
 
 hookimpl = pluggy.HookimplMarker("etkit")
 
@@ -18,14 +18,6 @@ BACKEND_ID = "QnnBackend"
 RUNTIME_MODULE = "etkit_qnn.native"
 #: What to do when the vendor libraries are missing.
 INSTALL_HINT = "install etkit-qnn's runtime extra: pip install 'etkit-qnn[runtime]' (onnxruntime-qnn==2.7.0)"
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("etkit-qnn")
-    except Exception:  # source checkout without an installed distribution
-        return "unknown"
 
 
 def availability() -> Availability:
@@ -53,7 +45,7 @@ def etkit_register_backends(register) -> None:
         cmake_package="etkit_qnn",
         register_function="etkit_qnn_register_backends",
         plugin_api="1.0",
-        version=_version(),
+        version=distribution_version("etkit-qnn"),
         availability=availability,
         runs_everywhere=False,
     ))

@@ -8,7 +8,7 @@ import importlib.util
 
 import pluggy
 
-from etkit.plugins.spec import Availability, BackendSpec
+from etkit.plugins.spec import Availability, BackendSpec, distribution_version
 
 hookimpl = pluggy.HookimplMarker("etkit")
 
@@ -16,14 +16,6 @@ hookimpl = pluggy.HookimplMarker("etkit")
 BACKEND_ID = "VulkanBackend"
 #: Python extension whose import registers the C++ delegate with etkit's runtime.
 RUNTIME_MODULE = "etkit_vulkan._delegate"
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("etkit-vulkan")
-    except Exception:  # source checkout without an installed distribution
-        return "unknown"
 
 
 def availability() -> Availability:
@@ -51,7 +43,7 @@ def etkit_register_backends(register) -> None:
         cmake_package="etkit_vulkan",
         register_function="etkit_vulkan_register_backends",
         plugin_api="1.0",
-        version=_version(),
+        version=distribution_version("etkit-vulkan"),
         availability=availability,
         runs_everywhere=False,
     ))

@@ -9,7 +9,7 @@ import importlib.util
 
 import pluggy
 
-from etkit.plugins.spec import Availability, BackendSpec
+from etkit.plugins.spec import Availability, BackendSpec, distribution_version
 
 hookimpl = pluggy.HookimplMarker("etkit")
 
@@ -17,14 +17,6 @@ hookimpl = pluggy.HookimplMarker("etkit")
 BACKEND_ID = "XnnpackBackend"
 #: Python extension whose import registers the C++ delegate with etkit's runtime.
 RUNTIME_MODULE = "etkit_xnnpack._delegate"
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("etkit-xnnpack")
-    except Exception:  # source checkout without an installed distribution
-        return "unknown"
 
 
 def availability() -> Availability:
@@ -48,7 +40,7 @@ def etkit_register_backends(register) -> None:
         cmake_package="etkit_xnnpack",
         register_function="etkit_xnnpack_register_backends",
         plugin_api="1.0",
-        version=_version(),
+        version=distribution_version("etkit-xnnpack"),
         availability=availability,
     ))
 

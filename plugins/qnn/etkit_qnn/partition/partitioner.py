@@ -23,8 +23,8 @@ from torch.export import ExportedProgram
 
 from etkit.backend import DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, \
     PartitionResult, Rejection
-from etkit.backend.utils import (is_constant, is_delegate_call, is_user_input, node_target_name,
-                                 propose_partitions, tag_constant_data)
+from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call, is_user_input,
+                                 node_target_name, propose_partitions, tag_constant_data)
 
 from ..compile_spec import QnnCompileSpec
 from ..plugin import BACKEND_ID
@@ -46,16 +46,7 @@ def is_dequantize(node) -> bool:
 
 def _duplicate_dequantize(ep: ExportedProgram) -> None:
     """One ``dequantize`` per user, so a user left outside does not keep the others out."""
-    graph = ep.graph
-    for node in list(graph.nodes):
-        if not is_dequantize(node) or len(node.users) < 2:
-            continue
-        for user in list(node.users)[1:]:
-            with graph.inserting_after(node):
-                copy = graph.node_copy(node)
-            copy.meta = dict(node.meta)
-            user.replace_input_with(node, copy)
-    ep.graph_module.recompile()
+    give_each_user_its_own_copy(ep, is_dequantize)
 
 
 class QnnPartitioner(Partitioner):

@@ -305,12 +305,8 @@ bool Context::create_dummies(std::string* reason) {
     created.push_back(*im.image);
   }
   // storage images are used in the GENERAL layout: transition the dummies once
-  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  cai.commandPool = command_pool_;
-  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  cai.commandBufferCount = 1;
   VkCommandBuffer cb = VK_NULL_HANDLE;
-  if ((r = f.vkAllocateCommandBuffers(device_, &cai, &cb)) != VK_SUCCESS) {
+  if ((r = allocate_command_buffer(&cb)) != VK_SUCCESS) {
     *reason = std::string("vkAllocateCommandBuffers failed: ") + vk_result_name(r);
     return false;
   }
@@ -341,6 +337,14 @@ bool Context::create_dummies(std::string* reason) {
     return false;
   }
   return true;
+}
+
+VkResult Context::allocate_command_buffer(VkCommandBuffer* out) {
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = command_pool_;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  return vk().vkAllocateCommandBuffers(device_, &cai, out);
 }
 
 VkResult Context::submit_and_wait(VkCommandBuffer cb, VkFence fence) {

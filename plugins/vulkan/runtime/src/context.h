@@ -79,6 +79,8 @@ class Context {
   VkImageView dummy_image_view(FloatType ft) const { return ft == FloatType::F16 ? dummy_view16_ : dummy_view32_; }
 
   VkCommandPool command_pool() const { return command_pool_; }
+  /// A primary command buffer from the context's pool (free it with vkFreeCommandBuffers).
+  VkResult allocate_command_buffer(VkCommandBuffer* out);
   /// Submits and waits (queue access is serialised). Returns the first failing VkResult.
   VkResult submit_and_wait(VkCommandBuffer cb, VkFence fence);
 

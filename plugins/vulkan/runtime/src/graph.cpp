@@ -210,23 +210,32 @@ bool Graph::constant_bytes(int id, const uint8_t** data, size_t* size, std::stri
   return true;
 }
 
-bool Graph::constant_floats(int id, std::vector<float>* out, std::string* error) const {
-  const uint8_t* data = nullptr;
+bool Graph::constant_elements(int id, const uint8_t** data, int64_t* count, size_t* element_size,
+                              std::string* error) const {
   size_t size = 0;
-  if (!constant_bytes(id, &data, &size, error)) return false;
+  if (!constant_bytes(id, data, &size, error)) return false;
   const VTensor& t = tensors_[values_[id].tensor];
-  const int64_t n = t.max_numel();
-  const size_t es = dtype_size(t.serialized_dtype);
-  if (es == 0 || size < static_cast<size_t>(n) * es) {
+  *count = t.max_numel();
+  *element_size = dtype_size(t.serialized_dtype);
+  if (*element_size == 0 || size < static_cast<size_t>(*count) * *element_size) {
     *error = "constant of value " + std::to_string(id) + " holds " + std::to_string(size) + " bytes, " +
-             std::to_string(n) + " elements of " + dtype_name(t.serialized_dtype) + " expected";
+             std::to_string(*count) + " elements of " + dtype_name(t.serialized_dtype) + " expected";
     return false;
   }
+  return true;
+}
+
+bool Graph::constant_floats(int id, std::vector<float>* out, std::string* error) const {
+  const uint8_t* data = nullptr;
+  int64_t n = 0;
+  size_t es = 0;
+  if (!constant_elements(id, &data, &n, &es, error)) return false;
+  const auto dtype = tensors_[values_[id].tensor].serialized_dtype;
   out->resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* p = data + i * es;
     float f = 0;
-    switch (t.serialized_dtype) {
+    switch (dtype) {
       case etkit_vulkan::fb::VkDataType::FLOAT32: std::memcpy(&f, p, 4); break;
       case etkit_vulkan::fb::VkDataType::FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); f = half_to_float(h); break; }
       case etkit_vulkan::fb::VkDataType::FLOAT64: { double d; std::memcpy(&d, p, 8); f = static_cast<float>(d); break; }
@@ -244,14 +253,12 @@ bool Graph::constant_floats(int id, std::vector<float>* out, std::string* error)
 
 bool Graph::constant_ints(int id, std::vector<int64_t>* out, std::string* error) const {
   const uint8_t* data = nullptr;
-  size_t size = 0;
-  if (!constant_bytes(id, &data, &size, error)) return false;
-  const VTensor& t = tensors_[values_[id].tensor];
-  const int64_t n = t.max_numel();
-  const size_t es = dtype_size(t.serialized_dtype);
-  if (is_float(t.serialized_dtype) || es == 0 || size < static_cast<size_t>(n) * es) {
-    *error = "constant of value " + std::to_string(id) + " is not an integer tensor of " + std::to_string(n) +
-             " elements";
+  int64_t n = 0;
+  size_t es = 0;
+  if (!constant_elements(id, &data, &n, &es, error)) return false;
+  const auto dtype = tensors_[values_[id].tensor].serialized_dtype;
+  if (is_float(dtype)) {
+    *error = "constant of value " + std::to_string(id) + " is " + dtype_name(dtype) + ", an integer tensor is expected";
     return false;
   }
   out->resize(static_cast<size_t>(n));
@@ -259,7 +266,7 @@ bool Graph::constant_ints(int id, std::vector<int64_t>* out, std::string* error)
     const uint8_t* p = data + i * es;
     int64_t x = 0;
     switch (es) {
-      case 1: x = t.serialized_dtype == etkit_vulkan::fb::VkDataType::INT8 ? static_cast<int8_t>(*p) : *p; break;
+      case 1: x = dtype == etkit_vulkan::fb::VkDataType::INT8 ? static_cast<int8_t>(*p) : *p; break;
       case 4: { int32_t v; std::memcpy(&v, p, 4); x = v; break; }
       case 8: std::memcpy(&x, p, 8); break;
       default: break;
@@ -847,13 +854,9 @@ bool Graph::upload(std::string* error) {
     *error = std::string("creating the upload staging buffer failed: ") + vk_result_name(r);
     return false;
   }
-  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  cai.commandPool = ctx_.command_pool();
-  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  cai.commandBufferCount = 1;
   VkCommandBuffer cb = VK_NULL_HANDLE;
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  if ((r = f.vkAllocateCommandBuffers(dev, &cai, &cb)) != VK_SUCCESS ||
+  if ((r = ctx_.allocate_command_buffer(&cb)) != VK_SUCCESS ||
       (r = f.vkCreateFence(dev, &fci, nullptr, &fence_)) != VK_SUCCESS) {
     *error = std::string("creating the command buffer failed: ") + vk_result_name(r);
     return false;
@@ -995,11 +998,7 @@ bool Graph::record(std::string* error) {
   const VkDevice dev = ctx_.device();
   VkResult r = VK_SUCCESS;
   if (cmd_ == VK_NULL_HANDLE) {
-    VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    cai.commandPool = ctx_.command_pool();
-    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    cai.commandBufferCount = 1;
-    if ((r = f.vkAllocateCommandBuffers(dev, &cai, &cmd_)) != VK_SUCCESS) {
+    if ((r = ctx_.allocate_command_buffer(&cmd_)) != VK_SUCCESS) {
       *error = std::string("vkAllocateCommandBuffers failed: ") + vk_result_name(r);
       return false;
     }

@@ -146,6 +146,9 @@ class Graph {
   /// A constant tensor's values as float32 / int64 (any serialized dtype).
   bool constant_floats(int value_id, std::vector<float>* out, std::string* error) const;
   bool constant_ints(int value_id, std::vector<int64_t>* out, std::string* error) const;
+  /// A constant's elements: bytes, count (at the upper bounds) and size of one, checked against its dtype.
+  bool constant_elements(int value_id, const uint8_t** data, int64_t* count, size_t* element_size,
+                         std::string* error) const;
   /// A constant's raw bytes and serialized dtype.
   bool constant_bytes(int value_id, const uint8_t** data, size_t* size, std::string* error) const;
   /// A device buffer holding `bytes` (uploaded at the end of build); owned by the graph.
