@@ -56,3 +56,10 @@ def test_readme_dynamic_shapes_example_runs(tmp_path, monkeypatch):
     scope = {"__name__": "readme_example"}
     exec(compile(_block("dynamic_shapes="), str(README), "exec"), scope)  # compares with eager itself
     assert scope["y"].shape == (3, 40, 32)
+
+
+def test_readme_weights_cache_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "readme_example"}
+    exec(compile(_block("weights_cache_stats()"), str(README), "exec"), scope)  # asserts no repacking itself
+    assert scope["weights_cache_stats"]()["reuses"] >= 2, "the second load should have reused both linears"

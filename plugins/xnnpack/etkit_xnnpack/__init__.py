@@ -1,5 +1,9 @@
 """etkit's XNNPACK backend plugin: ``XnnpackPartitioner`` and ``XnnpackBackend`` (preprocess).
 
+``weights_cache_stats()`` (from the native delegate) returns the process-wide packed-weights cache as a
+dict: ``entries`` and ``bytes`` (blocks alive, their size in bytes), ``packs``, ``reuses`` and
+``deduplicated`` (counts since the process started).
+
 Attributes resolve lazily so that importing the package (e.g. from the plugin entry point) does not
 import torch.
 """
@@ -11,6 +15,7 @@ _LAZY = {
     "XnnpackPartitioner": "etkit_xnnpack.partition.partitioner",
     "ConfigPrecisionType": "etkit_xnnpack.partition.config_base",
     "XnnpackBackend": "etkit_xnnpack.preprocess",
+    "weights_cache_stats": "etkit_xnnpack._delegate",
 }
 
 __all__ = sorted(_LAZY)

@@ -9,12 +9,28 @@
 
 namespace {
 
+/// weights_cache_stats() -> dict: the process-wide packed-weights cache (weights_cache.h).
+PyObject* weights_cache_stats(PyObject*, PyObject*) {
+  etkit_xnnpack_weights_cache_stats s;
+  etkit_xnnpack_get_weights_cache_stats(&s);
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n}", "entries", static_cast<Py_ssize_t>(s.entries), "bytes",
+                       static_cast<Py_ssize_t>(s.bytes), "packs", static_cast<Py_ssize_t>(s.packs), "reuses",
+                       static_cast<Py_ssize_t>(s.reuses), "deduplicated", static_cast<Py_ssize_t>(s.deduplicated));
+}
+
+PyMethodDef kMethods[] = {
+    {"weights_cache_stats", weights_cache_stats, METH_NOARGS,
+     "weights_cache_stats() -> dict with 'entries' and 'bytes' (packed weight blocks alive and their size), "
+     "'packs', 'reuses' and 'deduplicated' (counts since the process started)."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 PyModuleDef kModule = {
     PyModuleDef_HEAD_INIT,
     "etkit_xnnpack._delegate",
     "Registers the XNNPACK delegate (backend id 'XnnpackBackend') with etkit's runtime on import.",
     -1,
-    nullptr,
+    kMethods,
 };
 
 }  // namespace

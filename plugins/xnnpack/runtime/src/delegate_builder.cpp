@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include "graph_nodes.h"
 #include "graph_values.h"
@@ -19,6 +20,7 @@ using etkit::runtime::set_error;
 
 DelegateState::~DelegateState() {
   if (runtime != nullptr) xnn_delete_runtime(runtime);
+  shared_weights.reset();
   if (weights_cache != nullptr) xnn_delete_weights_cache(weights_cache);
 }
 
@@ -55,21 +57,32 @@ Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, Del
       return set_error(Error::Internal, "XnnpackBackend: pthreadpool_create(%zu) failed", num_threads);
     }
   }
-  xnn_status status = xnn_create_weights_cache(&state.weights_cache);
-  if (status != xnn_status_success) return internal("xnn_create_weights_cache", status);
+  xnn_status status = xnn_status_success;
+  xnn_weights_cache_t cache = nullptr;
+  if (state.shared_weights != nullptr) {
+    cache = state.shared_weights->provider();
+  } else {
+    status = xnn_create_weights_cache(&state.weights_cache);
+    if (status != xnn_status_success) return internal("xnn_create_weights_cache", status);
+    cache = state.weights_cache;
+  }
   if (options.fp16_inference) {
     // XNNPACK 2024-11 only honours the fp16 *hint* on Arm; on x86 fp16 inference must be forced. If
     // this CPU or graph cannot run in fp16, XNNPACK refuses before changing the subgraph: run fp32.
-    status = xnn_create_runtime_v3(subgraph, state.weights_cache, state.threadpool, XNN_FLAG_FORCE_FP16_INFERENCE,
-                                   &state.runtime);
+    status = xnn_create_runtime_v3(subgraph, cache, state.threadpool, XNN_FLAG_FORCE_FP16_INFERENCE, &state.runtime);
     if (status == xnn_status_success) state.fp16_inference = true;
+    if (status != xnn_status_success && state.shared_weights != nullptr) state.shared_weights->discard_blocks();
   }
   if (state.runtime == nullptr) {
-    status = xnn_create_runtime_v3(subgraph, state.weights_cache, state.threadpool, /*flags=*/0, &state.runtime);
+    status = xnn_create_runtime_v3(subgraph, cache, state.threadpool, /*flags=*/0, &state.runtime);
   }
   if (status != xnn_status_success) return internal("xnn_create_runtime_v3", status);
-  // Weights are packed while the runtime is created; a soft-finalized cache stays readable for
-  // later reshapes without growing.
+  // Weights are packed while the runtime is created; afterwards the cache only resolves offsets
+  // (a soft-finalized private cache stays readable for later reshapes without growing).
+  if (state.shared_weights != nullptr) {
+    state.shared_weights->finalize();
+    return Error::Ok;
+  }
   status = xnn_finalize_weights_cache(state.weights_cache, xnn_weights_cache_finalization_kind_soft);
   if (status != xnn_status_success) return internal("xnn_finalize_weights_cache", status);
   return Error::Ok;
@@ -90,6 +103,11 @@ Result<DelegateState*> build_delegate(FreeableBuffer* processed, const NamedData
     return set_error(Error::DelegateInvalidCompatibility,
                      "XnnpackBackend: num_externs %u exceeds %u; the payload is corrupt",
                      payload.graph->num_externs(), kMaxExternals);
+  }
+
+  if (options.shared_weights_cache) {
+    const std::string_view bytes(static_cast<const char*>(state->payload.data()), state->payload.size());
+    state->shared_weights.reset(new WeightsCacheSession(std::hash<std::string_view>{}(bytes)));
   }
 
   xnn_status status = xnn_initialize(/*allocator=*/nullptr);

@@ -17,10 +17,13 @@ struct RuntimeOptions {
   /// CPU and graph (fp16 weights and activations; on x86 fp16 storage with AVX512-FP16 or F16C
   /// kernels), else the fp32 runtime.
   bool fp16_inference = false;
+  /// Pack weights through the process-wide cache (weights_cache.h): repeated loads and weights
+  /// shared between methods/programs are packed and stored once. Off: a private cache per delegate.
+  bool shared_weights_cache = true;
 };
 
-/// Parses and verifies the payload, defines the XNNPACK subgraph (values, then nodes), creates a
-/// weights cache and, when `num_threads` > 1, uses the process-wide pthreadpool of that many threads
+/// Parses and verifies the payload, defines the XNNPACK subgraph (values, then nodes), joins the
+/// shared weights cache (or creates a private one) and, when `num_threads` > 1, uses the process-wide pthreadpool of that many threads
 /// (shared by all delegates), creates the runtime
 /// and finalizes the cache. Takes ownership of `*processed` and frees it once the runtime exists,
 /// unless a value points into it (constants in the payload's own section, inline per-channel

@@ -3,12 +3,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <pthreadpool.h>
 #include <xnnpack.h>
 
 #include "etkit/runtime/freeable_buffer.h"
+#include "weights_cache.h"
 
 namespace etkit_xnnpack {
 
@@ -29,11 +31,12 @@ class DelegateState {
   DelegateState() = default;
   DelegateState(const DelegateState&) = delete;
   DelegateState& operator=(const DelegateState&) = delete;
-  /// Deletes the runtime first, then the weights cache and thread pool it used.
+  /// Deletes the runtime first, then the weights cache it used (the shared pool is not owned).
   ~DelegateState();
 
   xnn_runtime_t runtime = nullptr;
-  xnn_weights_cache_t weights_cache = nullptr;
+  xnn_weights_cache_t weights_cache = nullptr;  // private cache, when the shared one is switched off
+  std::unique_ptr<WeightsCacheSession> shared_weights;  // this delegate's view of the shared cache
   pthreadpool_t threadpool = nullptr;  // shared by all delegates (not owned); null: the calling thread
 
   std::vector<ExternalBinding> inputs;   // sorted by external id

@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "xnn_types.h"
@@ -66,9 +67,10 @@ struct PrintableKey {
 };
 
 /// Bytes of constant `buffer_idx` (1-based index into XNNGraph.constant_data), at least `min_bytes`
-/// long. Named constants are fetched from the NamedDataMap and kept alive in the state.
+/// long. Named constants are fetched from the NamedDataMap and kept alive in the state. `name`, when
+/// given, receives the named-data key, or "" for a constant in the payload's own section.
 Result<const uint8_t*> constant_bytes(ValueContext& ctx, uint32_t buffer_idx, size_t min_bytes,
-                                      const char* what) {
+                                      const char* what, std::string* name = nullptr) {
   const auto* table = ctx.payload.graph->constant_data();
   if (table == nullptr || buffer_idx >= table->size()) {
     return ctx.fail(Error::InvalidProgram, "%s refers to constant_data[%u] but the graph has %u entries",
@@ -95,6 +97,7 @@ Result<const uint8_t*> constant_bytes(ValueContext& ctx, uint32_t buffer_idx, si
     }
     const auto* data = static_cast<const uint8_t*>(buffer->data());
     ctx.state.named_data.push_back(std::move(buffer.get()));
+    if (name != nullptr) name->assign(key->c_str(), key->size());
     return data;
   }
   if (!ctx.payload.has_header) {
@@ -160,9 +163,17 @@ Error describe_tensor(ValueContext& ctx, const fb::XNNTensorValue* tensor, Tenso
   }
   if (tensor->constant_buffer_idx() != 0) {
     size_t need = dense_nbytes(desc.datatype, desc.numel);
-    Result<const uint8_t*> data = constant_bytes(ctx, tensor->constant_buffer_idx(), need, "tensor data");
+    std::string name;
+    Result<const uint8_t*> data = constant_bytes(ctx, tensor->constant_buffer_idx(), need, "tensor data", &name);
     if (!data.ok()) return data.error();
     desc.data = data.get();
+    if (ctx.state.shared_weights != nullptr) {
+      // Named data is named by content; a payload-section constant only by its place in this payload.
+      const bool in_payload = name.empty();
+      if (in_payload) name = "#" + std::to_string(tensor->constant_buffer_idx());
+      const bool is_float = desc.datatype == xnn_datatype_fp32 || desc.datatype == xnn_datatype_fp16;
+      ctx.state.shared_weights->name_constant(desc.data, std::move(name), in_payload, is_float);
+    }
   }
   return Error::Ok;
 }

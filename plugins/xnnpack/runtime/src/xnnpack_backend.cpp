@@ -9,6 +9,7 @@
 #include "delegate_state.h"
 #include "etkit/runtime/backend_interface.h"
 #include "etkit_xnnpack/register.h"
+#include "weights_cache.h"
 
 namespace etkit_xnnpack {
 
@@ -37,6 +38,7 @@ class XnnpackBackend final : public etkit::runtime::BackendInterface {
                                Span<const CompileSpec> compile_specs) const override {
     RuntimeOptions options;
     options.num_threads = num_threads_.load();
+    options.shared_weights_cache = shared_weights_cache_.load();
     for (const CompileSpec& spec : compile_specs) {
       if (spec.key != nullptr && std::strcmp(spec.key, "fp16_inference") == 0) {
         const auto* bytes = static_cast<const unsigned char*>(spec.value.buffer);
@@ -60,7 +62,17 @@ class XnnpackBackend final : public etkit::runtime::BackendInterface {
 
   /// "num_threads" (>= 1): threads of the pthreadpool given to runtimes created by later init() calls;
   /// 1 (the default) runs on the calling thread. Already-loaded methods keep their pool.
+  /// "weights_cache" (0 or 1, default 1): later init() calls pack weights through the process-wide
+  /// cache (weights_cache.h) or, with 0, each into a private cache as before.
   Error set_option(const char* key, int64_t value) override {
+    if (key != nullptr && std::strcmp(key, "weights_cache") == 0) {
+      if (value != 0 && value != 1) {
+        return set_error(Error::InvalidArgument, "XnnpackBackend: weights_cache must be 0 or 1, got %lld",
+                         static_cast<long long>(value));
+      }
+      shared_weights_cache_.store(value == 1);
+      return Error::Ok;
+    }
     if (key == nullptr || std::strcmp(key, "num_threads") != 0) return Error::NotSupported;
     if (value < 1 || value > 1024) {
       return set_error(Error::InvalidArgument, "XnnpackBackend: num_threads must be in 1..1024, got %lld",
@@ -72,6 +84,7 @@ class XnnpackBackend final : public etkit::runtime::BackendInterface {
 
  private:
   std::atomic<size_t> num_threads_{1};
+  std::atomic<bool> shared_weights_cache_{true};
 };
 
 }  // namespace etkit_xnnpack
@@ -79,4 +92,9 @@ class XnnpackBackend final : public etkit::runtime::BackendInterface {
 extern "C" int etkit_xnnpack_register_backends(void) {
   static etkit_xnnpack::XnnpackBackend backend;
   return etkit_register_backend(ETKIT_BACKEND_ABI_VERSION, etkit_xnnpack::kBackendId, &backend);
+}
+
+extern "C" void etkit_xnnpack_get_weights_cache_stats(etkit_xnnpack_weights_cache_stats* out) {
+  const etkit_xnnpack::WeightsCacheStats s = etkit_xnnpack::weights_cache_stats();
+  *out = etkit_xnnpack_weights_cache_stats{s.entries, s.bytes, s.packs, s.reuses, s.deduplicated};
 }
