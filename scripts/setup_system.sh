@@ -7,6 +7,8 @@
 #   patch            applying scripts/patches/ to them
 #   debian-archive-keyring, gpgv, ca-certificates   verifying the trixie/sid indexes we read
 #   util-linux       flock (builds on the shared machine are serialised)
+#   clang-14         compiles XNNPACK (scripts/xnnpack.sh): GCC 12 spills an accumulator of XNNPACK's
+#                    AVX2 f32 GEMM microkernels to the stack, making fp32 models up to 1.6x slower
 #   glslc, libvulkan-dev   the Vulkan plugin's shader compiler and headers
 #   libvulkan1, mesa-vulkan-drivers   the Vulkan loader and Mesa's lavapipe, a Vulkan 1.3 CPU device that
 #                    runs the Vulkan delegate's tests on a machine without a GPU
@@ -17,7 +19,7 @@
 set -euo pipefail
 
 PACKAGES=(build-essential dpkg-dev xz-utils patch debian-archive-keyring gpgv ca-certificates util-linux
-          glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-tools)
+          clang-14 glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-tools)
 if [[ "$(readlink -f "$(command -v python3.11 || echo /nonexistent)")" == /usr/bin/* ]]; then
   PACKAGES+=(python3.11-venv)
 fi
