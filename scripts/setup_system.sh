@@ -7,8 +7,8 @@
 #   patch            applying scripts/patches/ to them
 #   debian-archive-keyring, gpgv, ca-certificates   verifying the trixie/sid indexes we read
 #   util-linux       flock (builds on the shared machine are serialised)
-#   clang-14         compiles XNNPACK (scripts/xnnpack.sh): GCC 12 spills an accumulator of XNNPACK's
-#                    AVX2 f32 GEMM microkernels to the stack, making fp32 models up to 1.6x slower
+#   clang-14         compiles XNNPACK's fp32 microkernels (scripts/xnnpack.sh): GCC 12 keeps an
+#                    accumulator of its AVX2 f32 GEMM in a stack slot (fp32 models up to 2.4x slower)
 #   glslc, libvulkan-dev   the Vulkan plugin's shader compiler and headers
 #   libvulkan1, mesa-vulkan-drivers   the Vulkan loader and Mesa's lavapipe, a Vulkan 1.3 CPU device that
 #                    runs the Vulkan delegate's tests on a machine without a GPU

@@ -27,7 +27,7 @@ CACHE="${ETKIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etkit}"
 DOWNLOADS="$CACHE/downloads"
 JOBS="${ETKIT_BUILD_JOBS:-2}"
 LOCK=/tmp/etkit-build.lock
-RECIPE_VERSION=3   # bump when the build recipe below changes, so the cache key changes
+RECIPE_VERSION=4   # bump when the build recipe below changes, so the cache key changes
 # Patches applied to the unpacked sources (their contents are part of the cache key):
 #   xnnpack-single-thread-l2-tiles.patch      with one thread, GEMM/IGEMM output channels are tiled so
 #                                             a tile's packed weights stay in L2 (newer XNNPACK picks
@@ -141,26 +141,28 @@ extract_binary() {
 
 tarball_names() { local e out=(); for e in "$@"; do IFS='|' read -r _ f _ <<<"$e"; out+=("$f"); done; echo "${out[*]}"; }
 
-# ---------------------------------------------------------------- compiler
-# XNNPACK is built with clang when there is one (scripts/setup_system.sh installs clang-14): GCC 12
-# keeps one accumulator of the AVX2 f32 GEMM microkernels (f32-gemm-5x16-minmax-avx2-broadcast) in a
-# stack slot, a store-to-load chain through every k iteration that made fp32 models on AVX2 machines
-# up to 1.6x slower (measured: 4-layer TransformerEncoder 30 ms -> 19 ms at 1 thread). ETKIT_XNNPACK_CC /
-# ETKIT_XNNPACK_CXX choose the compilers explicitly.
-pick_clang() {  # $1 = clang | clang++
+# ---------------------------------------------------------------- compilers
+# XNNPACK is built with the default compiler (GCC 12 here), and then its fp32 microkernels are
+# rebuilt with clang when there is one (scripts/setup_system.sh installs clang-14) and replace GCC's
+# in libmicrokernels-prod.a. Measured on an AVX2 host, 1 thread: GCC 12 keeps one accumulator of the
+# AVX2 f32 GEMM microkernel (f32-gemm-5x16-minmax-avx2-broadcast) in a stack slot, a store-to-load
+# chain through every k iteration, so all-MiniLM-L6-v2 fp32 took 191 ms against 78 ms with clang; but
+# clang 14's int8 kernels were slower (ResNet-18 int8 54 ms against GCC's 44 ms) and it builds fewer
+# of them (no avxvnni/avx256vnni/avx256skx variants). ETKIT_XNNPACK_F32_CC= (empty) skips the clang
+# pass.
+pick_clang() {
   local v
-  for v in "" -19 -18 -17 -16 -15 -14; do command -v "$1$v" >/dev/null 2>&1 && { echo "$1$v"; return 0; }; done
+  for v in "" -19 -18 -17 -16 -15 -14; do command -v "clang$v" >/dev/null 2>&1 && { echo "clang$v"; return 0; }; done
   return 1
 }
-XNN_CC="${ETKIT_XNNPACK_CC:-$(pick_clang clang || echo cc)}"
-XNN_CXX="${ETKIT_XNNPACK_CXX:-$(pick_clang clang++ || echo c++)}"
-if [[ "$XNN_CC" == cc ]]; then
-  echo "xnnpack.sh: WARNING: no clang found; building XNNPACK with $(cc --version | head -n1), whose AVX2 f32 GEMM kernels are slower (install clang-14)" >&2
+F32_CC="${ETKIT_XNNPACK_F32_CC-$(pick_clang || true)}"
+if [[ -z "$F32_CC" && -z "${ETKIT_XNNPACK_F32_CC+set}" ]]; then
+  echo "xnnpack.sh: WARNING: no clang found; XNNPACK's fp32 kernels come from $(cc --version | head -n1), which makes them slower on AVX2 (install clang-14)" >&2
 fi
-XNN_CC_ID="$("$XNN_CC" --version 2>/dev/null | head -n1 || echo unknown)"
+CC_ID="$(cc --version 2>/dev/null | head -n1 || echo unknown)${F32_CC:+ + f32 $("$F32_CC" --version 2>/dev/null | head -n1)}"
 
 # ---------------------------------------------------------------- cache key and fast path
-KEY_TEXT="recipe=$RECIPE_VERSION patches=$(cat "$PATCHES_DIR"/*.patch | sha256sum | cut -c1-16) $( [[ "${ETKIT_XNNPACK_BINARY_DEPS:-0}" == 1 ]] && echo "binary_deps=1 " )$(printf '%s ' "${XNNPACK_SOURCES[@]}" "${PTHREADPOOL_SOURCES[@]}" "${CPUINFO_SOURCES[@]}" "${FXDIV_SOURCES[@]}") cc=$XNN_CC_ID arch=$(uname -m)"
+KEY_TEXT="recipe=$RECIPE_VERSION patches=$(cat "$PATCHES_DIR"/*.patch | sha256sum | cut -c1-16) $( [[ "${ETKIT_XNNPACK_BINARY_DEPS:-0}" == 1 ]] && echo "binary_deps=1 " )$(printf '%s ' "${XNNPACK_SOURCES[@]}" "${PTHREADPOOL_SOURCES[@]}" "${CPUINFO_SOURCES[@]}" "${FXDIV_SOURCES[@]}") cc=$CC_ID arch=$(uname -m)"
 KEY="20241108-$(printf '%s' "$KEY_TEXT" | sha256sum | cut -c1-16)"
 ROOT="$CACHE/xnnpack/$KEY"
 PREFIX="$ROOT/install"
@@ -233,8 +235,8 @@ build() {
     extra+=(-DCPUINFO_SOURCE_DIR="$src/cpuinfo" -DPTHREADPOOL_SOURCE_DIR="$src/pthreadpool"
             -DFXDIV_SOURCE_DIR="$src/fxdiv")
   fi
-  log "configuring (cmake $("$CMAKE" --version | head -n1 | awk '{print $3}'), $XNN_CC_ID, build dir $bld)"
-  CC="$XNN_CC" CXX="$XNN_CXX" "$CMAKE" -S "$src/xnnpack" -B "$bld" -G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA" \
+  log "configuring (cmake $("$CMAKE" --version | head -n1 | awk '{print $3}'), $CC_ID, build dir $bld)"
+  local configure=(-S "$src/xnnpack" -G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_INSTALL_LIBDIR=lib \
     -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
     -DPython_EXECUTABLE="$PYTHON" \
@@ -244,7 +246,8 @@ build() {
     -DCPUINFO_BUILD_BENCHMARKS=OFF -DCPUINFO_LIBRARY_TYPE=static \
     -DPTHREADPOOL_BUILD_TESTS=OFF -DPTHREADPOOL_BUILD_BENCHMARKS=OFF -DPTHREADPOOL_LIBRARY_TYPE=static \
     -DFXDIV_BUILD_TESTS=OFF -DFXDIV_BUILD_BENCHMARKS=OFF \
-    "${extra[@]}" >&2
+    "${extra[@]}")
+  "$CMAKE" "${configure[@]}" -B "$bld" >&2
   log "building with -j$JOBS (this takes a while the first time)"
   "$CMAKE" --build "$bld" -j "$JOBS" >&2
   "$CMAKE" --install "$bld" >&2
@@ -253,6 +256,23 @@ build() {
   while IFS= read -r a; do
     [[ -f "$PREFIX/lib/$(basename "$a")" ]] || cp "$a" "$PREFIX/lib/"
   done < <(find "$bld" -name '*.a' -not -path '*/CMakeFiles/*')
+  if [[ -n "$F32_CC" ]]; then
+    log "rebuilding the fp32 microkernels with $F32_CC"
+    CC="$F32_CC" "$CMAKE" "${configure[@]}" -B "$bld-f32" >&2
+    "$CMAKE" --build "$bld-f32" -j "$JOBS" --target microkernels-prod >&2
+    local objs="$bld-f32/f32-objects" archive
+    archive="$(find "$bld-f32" -name libmicrokernels-prod.a -not -path '*/CMakeFiles/*' | head -n1)"
+    [[ -f "$archive" ]] || die "the $F32_CC build produced no libmicrokernels-prod.a"
+    rm -rf "$objs"; mkdir -p "$objs"
+    # Only members both archives have: GCC may build ISA variants clang lacks, and those stay.
+    comm -12 <(ar t "$archive" | grep '^f32-' | sort) <(ar t "$PREFIX/lib/libmicrokernels-prod.a" | grep '^f32-' | sort) \
+      > "$objs/list"
+    (cd "$objs" && xargs ar x "$archive" < list)
+    (cd "$objs" && xargs ar r "$PREFIX/lib/libmicrokernels-prod.a" < list)
+    ranlib "$PREFIX/lib/libmicrokernels-prod.a"
+    log "replaced $(wc -l < "$objs/list") fp32 microkernel objects with $F32_CC's"
+    rm -rf "$bld-f32"
+  fi
   if [[ -n "$system_prefix" ]]; then
     cp -L "$system_prefix"/include/{cpuinfo.h,pthreadpool.h} "$PREFIX/include/" 2>/dev/null || true
     cp -L "$system_prefix"/lib/lib{cpuinfo,pthreadpool}.* "$PREFIX/lib/" 2>/dev/null || true
