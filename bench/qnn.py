@@ -1,11 +1,15 @@
-"""QNN HTP simulator figures: compile time, context size, load time and simulator latency per model and scheme.
+"""QNN HTP simulator figures: compile time, context size, load time, simulator latency and accuracy per model
+and scheme.
 
-    .venv/bin/python bench/qnn.py [--models mobilenet_v2,minilm] [--runs 3]
+    .venv/bin/python bench/qnn.py [--models mobilenet_v2,minilm] [--schemes 8a8w,16a8w,fp16] [--runs 3]
 
-Each model is lowered with ``QnnPartitioner`` (SM8650, HTP v75) as 8a8w (``QnnQuantizer``, per-channel weights)
-and as fp16, written to a .pte, loaded with etkit's runtime and run on the x86 HTP simulator of onnxruntime-qnn
-(the simulator's latency says nothing about a phone's). Lowering time includes export and, for 8a8w,
-quantization and calibration; "compile" is the HTP prepare alone (summed over partitions).
+Each model is lowered with ``QnnPartitioner`` (SM8650, HTP v75) as 8a8w and 16a8w (``QnnQuantizer``,
+per-channel weights, calibrated on the benchmark input) and as fp16, written to a .pte, loaded with etkit's
+runtime and run on the x86 HTP simulator of onnxruntime-qnn (the simulator's latency says nothing about a
+phone's). Lowering time includes export and, for the quantized schemes, quantization and calibration; "compile"
+is the HTP prepare alone (summed over partitions). Accuracy is against the PT2E reference model in eager
+(quantized schemes) or torch eager (fp16): cosine similarity, largest absolute difference, and that difference
+in quantization steps of the output (its range over ``2**bits - 1``), largest and mean.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ def _models():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="mobilenet_v2,minilm")
+    parser.add_argument("--schemes", default="8a8w,16a8w,fp16")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
 
@@ -41,6 +46,7 @@ def main() -> None:
     from etkit.runtime import Runtime
     from etkit_qnn import QnnPartitioner, generate_htp_compiler_spec, generate_qnn_executorch_compiler_spec, quantize_for_qnn
     from etkit_qnn.payload import unpack
+    from etkit_qnn.quantizer import QuantDtype
 
     compile_seconds = []
     original = htp.compile_onnx
@@ -57,14 +63,16 @@ def main() -> None:
     pre.compile_onnx = timed
 
     models = _models()
-    print("| model | scheme | partitions | lowering s | HTP compile s | context bytes | load s | simulator run ms (median) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | scheme | partitions | lowering s | HTP compile s | context bytes | load s | simulator run ms "
+          "(median) | cosine | max abs diff | output steps max / mean |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.models.split(","):
         model, inputs = models[name]
-        for scheme in ("8a8w", "fp16"):
+        for scheme in args.schemes.split(","):
             compile_seconds.clear()
             start = time.perf_counter()
-            program = model if scheme == "fp16" else quantize_for_qnn(model, inputs)
+            program = model.eval() if scheme == "fp16" else \
+                quantize_for_qnn(model, inputs, quant_dtype=QuantDtype[f"use_{scheme}"])
             specs = generate_qnn_executorch_compiler_spec(
                 soc_model="SM8650", backend_options=generate_htp_compiler_spec(use_fp16=scheme == "fp16"))
             edge = etkit.to_edge_transform_and_lower(torch.export.export(program, inputs),
@@ -80,10 +88,24 @@ def main() -> None:
             times = []
             for _ in range(args.runs):
                 start = time.perf_counter()
-                method.execute(list(inputs))
+                (out,) = method.execute(list(inputs))
                 times.append((time.perf_counter() - start) * 1e3)
+            with torch.no_grad():
+                expected = program(*inputs)
+            cosine = float(torch.nn.functional.cosine_similarity(out.flatten(), expected.flatten(), dim=0))
+            worst = float((out - expected).abs().max())
+            step = _output_step(expected, scheme)
+            mean = float((out - expected).abs().mean())
+            steps = "" if scheme == "fp16" else f"{worst / step:.1f} / {mean / step:.2f}"
             print(f"| {name} | {scheme} | {report.num_partitions} | {lowering:.1f} | {sum(compile_seconds):.1f} | "
-                  f"{context:,} | {load:.2f} | {statistics.median(times):.0f} |", flush=True)
+                  f"{context:,} | {load:.2f} | {statistics.median(times):.0f} | {cosine:.5f} | {worst:.3g} | "
+                  f"{steps} |", flush=True)
+
+
+def _output_step(reference: torch.Tensor, scheme: str) -> float:
+    bits = 16 if scheme.startswith("16") else 8
+    span = float(reference.max().clamp(min=0) - reference.min().clamp(max=0))
+    return max(span, 1e-6) / (2 ** bits - 1)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,11 @@ from .payload import unpack
 
 
 def _tensor(t) -> str:
-    quant = f", {t.quantization.dtype} scale={t.quantization.scale:.6g} zero_point={t.quantization.zero_point}" \
-        if t.quantization else ""
-    return f"{t.name}: float32{list(t.shape)}{quant}"
+    if t.quantization is None:
+        return f"{t.name}: float32{list(t.shape)}"
+    q = t.quantization
+    return (f"{t.name}: {q.dtype}{list(t.shape)} scale={q.scale:.6g} zero_point={q.zero_point} "
+            f"(float32 at the delegate, converted on the CPU)")
 
 
 def describe_payload(processed: bytes) -> list[str]:

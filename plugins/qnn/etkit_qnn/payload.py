@@ -11,13 +11,16 @@ field              meaning
 ``soc_model``      ``QcomChipset`` id the context was compiled for; ``htp_arch`` its HTP generation
 ``precision``      ``"quantized"`` (QDQ graph, 8/16-bit integer arithmetic) or ``"fp16"``
 ``sdk_version``    QNN SDK build of the compiler (a context loads only on a QNN runtime at least as new)
-``inputs``         per delegate input, in argument order: graph tensor name, static shape, and the
-                   quantization applied inside the context (dtype, scale, zero point), if any
-``outputs``        the same for the outputs
+``inputs``         per delegate input, in argument order: graph tensor name, static shape, and, for an
+                   integer tensor of the context, its quantization (dtype, scale, zero point): the
+                   delegate quantizes that float32 input before the run (round half to even, as PT2E)
+``outputs``        the same for the outputs (an integer output is dequantized by the delegate)
 ``context_binary`` the serialized QNN context (``QnnContext_getBinary``), 64-byte aligned
 =================  ============================================================================
 
-The delegate's inputs and outputs are float32 contiguous tensors of exactly these shapes. The context
+The delegate's inputs and outputs are float32 contiguous tensors of exactly these shapes. Version 2 moved
+the boundary quantization from the context (where the HTP converts float32 through fp16) to the delegate;
+version 1 payloads are refused with a request to re-lower. The context
 binary is what a QNN runtime loads with ``QnnContext_createFromBinary`` on a phone; etkit's delegate here
 hands it to ONNX Runtime's QNN execution provider (wrapped in a one-node EPContext model), which runs it on
 the HTP simulator of ``libQnnHtp.so`` on x86.
@@ -29,7 +32,7 @@ from typing import Optional
 
 import flatbuffers
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2
 FILE_IDENTIFIER = b"EQNN"
 
 

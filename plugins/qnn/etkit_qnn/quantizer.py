@@ -26,8 +26,13 @@ come out wrong, docs/design/qnn-route.md section 3). Biases are int32 with scale
 per channel (``DerivedQuantizationSpec``). Every op the HTP takes (:data:`ANNOTATED`) has its inputs and its
 output quantized; data-movement ops (reshape, permute, slice, max pooling, ...) keep their input's
 quantization (``SharedQuantizationSpec``), and ``cat`` shares one quantization between its inputs and output.
-Block-wise weights (``use_16a4w_block``) are not offered: the ONNX Runtime route has no blocked-weight
-lowering that was checked on the HTP simulator.
+A convolution, linear or add whose only user is a ReLU, ReLU6, hardtanh or clamp with a lower bound at most 0
+has no output quantization of its own: the HTP fuses the pair and rounds once, at the activation's encoding,
+and the PT2E reference then computes the same (docs/design/qnn-route.md section 5b).
+Block-wise weights (``use_16a4w_block`` with :meth:`QnnQuantizer.set_block_size_map`) are symmetric int4 with one
+scale per block of a linear weight's row (torchao's ``dequantize_affine`` in the PT2E graph, ONNX's blocked
+``DequantizeLinear`` in the context); block-wise convolutions are refused (ONNX Runtime's QNN EP 2.7 rejects
+them).
 """
 from __future__ import annotations
 
@@ -67,6 +72,7 @@ _SCHEMES = {
     QuantDtype.use_16a8w: (16, -127, 127, torch.int8),
     QuantDtype.use_16a4w: (16, -7, 7, torch.int8),
     QuantDtype.use_16a16w: (16, -32767, 32767, torch.int16),
+    QuantDtype.use_16a4w_block: (16, -7, 7, torch.int8),
 }
 
 # Ops as torch.export shows them before decomposition: the ones with a weight (argument index of weight, bias),
@@ -86,6 +92,36 @@ CONCAT = {aten.cat.default, aten.concat.default}
 #: Every op target the quantizer annotates.
 ANNOTATED = frozenset(WEIGHTED) | COMPUTE | SHARED | CONCAT
 
+#: An activation after one of these producers is fused into it on the HTP (``partition/configs.py``,
+#: ``FUSED_ACTIVATIONS``): the pair gets one output quantization, the activation's.
+_FUSING_PRODUCERS = {aten.conv2d.default, aten.linear.default, aten.add.Tensor, aten.add_.Tensor}
+_FUSED_ACTIVATIONS = {aten.relu.default, aten.relu_.default, aten.relu6.default, aten.hardtanh.default,
+                      aten.hardtanh_.default, aten.clamp.default}
+
+
+def _lower_bound(activation: Node):
+    if activation.target in (aten.hardtanh.default, aten.hardtanh_.default):
+        return activation.args[1] if len(activation.args) > 1 else activation.kwargs.get("min_val", -1.0)
+    if activation.target is aten.clamp.default:
+        return activation.args[1] if len(activation.args) > 1 else activation.kwargs.get("min")
+    return 0.0
+
+
+def _fused_pairs(model: GraphModule, skipped) -> dict:
+    """``{producer: activation}`` for each activation fused after a producer. Only when the activation's
+    lower bound is at most 0: its output range then lies inside the clamp, so quantizing the producer's result
+    with the activation's parameters saturates exactly as the clamp does (what the HTP's fused op computes)."""
+    pairs = {}
+    for node in model.graph.nodes:
+        if node.op != "call_function" or node.target not in _FUSING_PRODUCERS or len(node.users) != 1:
+            continue
+        (user,) = node.users
+        low = _lower_bound(user) if user.target in _FUSED_ACTIVATIONS else 1.0
+        if user.args[0] is node and (low is None or (isinstance(low, (int, float)) and low <= 0)) \
+                and not skipped(node) and not skipped(user):
+            pairs[node] = user
+    return pairs
+
 
 @dataclass(frozen=True)
 class ModuleQConfig:
@@ -98,11 +134,6 @@ class ModuleQConfig:
     act_symmetric: bool = False
     eps: Optional[float] = None
 
-    def __post_init__(self):
-        if self.quant_dtype not in _SCHEMES:
-            raise NotImplementedError(f"{QuantDtype(self.quant_dtype).name}: block-wise weights are not supported by "
-                                      f"etkit's QNN route; use one of {[d.name for d in _SCHEMES]}")
-
     def activation(self) -> QuantizationSpec:
         bits = _SCHEMES[self.quant_dtype][0]
         eps = self.eps or (2 ** -12 if bits == 8 else 2 ** -20)
@@ -112,6 +143,20 @@ class ModuleQConfig:
         return QuantizationSpec(dtype=dtype, quant_min=0, quant_max=qmax,
                                 qscheme=torch.per_tensor_symmetric if self.act_symmetric else torch.per_tensor_affine,
                                 is_dynamic=False, observer_or_fake_quant_ctr=observer)
+
+    def block_weight(self, block_size: tuple) -> QuantizationSpec:
+        """Block-wise symmetric int4 weights (``use_16a4w_block``): one scale per block of ``block_size``."""
+        from torchao.quantization.granularity import PerBlock
+        from torchao.quantization.pt2e._affine_quantization import AffineQuantizedMinMaxObserver
+        from torchao.quantization.quant_primitives import MappingType
+
+        _, qmin, qmax, dtype = _SCHEMES[self.quant_dtype]
+        observer = AffineQuantizedMinMaxObserver.with_args(
+            mapping_type=MappingType.SYMMETRIC, target_dtype=dtype, granularity=PerBlock(tuple(block_size)),
+            quant_min=qmin, quant_max=qmax, eps=self.eps or 2 ** -12, scale_dtype=torch.float32,
+            zero_point_dtype=torch.int8)
+        return QuantizationSpec(dtype=dtype, quant_min=qmin, quant_max=qmax, is_dynamic=False,
+                                observer_or_fake_quant_ctr=observer)
 
     def weight(self, per_channel: bool) -> QuantizationSpec:
         _, qmin, qmax, dtype = _SCHEMES[self.quant_dtype]
@@ -148,6 +193,7 @@ class QnnQuantizer(Quantizer):
         self.default_quant_config = ModuleQConfig()
         self.discard_nodes: set = set()
         self.discard_ops: set = set()
+        self.block_size_map: dict = {}
 
     def set_default_quant_config(self, quant_dtype: QuantDtype, is_qat: bool = False, is_conv_per_channel: bool = False,
                                  is_linear_per_channel: bool = False, is_embedding_per_channel: bool = False,
@@ -155,12 +201,22 @@ class QnnQuantizer(Quantizer):
         """Choose the scheme (:class:`QuantDtype`), QAT, and per-channel weights for convolutions / linears.
 
         Raises:
-            NotImplementedError: ``use_16a4w_block`` or a custom ``act_observer`` (not supported here).
+            NotImplementedError: a custom ``act_observer`` (not supported here).
         """
         if act_observer is not None:
             raise NotImplementedError("a custom act_observer is not supported by etkit's QnnQuantizer")
         self.default_quant_config = ModuleQConfig(QuantDtype(quant_dtype), is_qat, is_conv_per_channel,
                                                   is_linear_per_channel, act_symmetric, eps)
+
+    def set_block_size_map(self, block_size_map: dict) -> None:
+        """Block-wise weights for these linear nodes (``{node name: block size}``, e.g. ``{"linear": (1, 64)}``:
+        one scale per 64 input features of each output row; the block's second size divides in_features). Used
+        with ``QuantDtype.use_16a4w_block``; the other weights of that scheme are per channel (convolutions
+        too: ONNX Runtime's QNN EP refuses block-wise convolution weights).
+
+        Raises (at annotation): ValueError for a node that is not a linear, a block that does not fit its
+        weight, or another scheme than ``use_16a4w_block``."""
+        self.block_size_map = {str(k): tuple(int(d) for d in v) for k, v in block_size_map.items()}
 
     def add_discard_nodes(self, nodes: Sequence[str]) -> None:
         """Leave the nodes with these names unquantized (they then run on the CPU)."""
@@ -178,14 +234,19 @@ class QnnQuantizer(Quantizer):
     def annotate(self, model: GraphModule) -> GraphModule:
         config = self.default_quant_config
         act = config.activation()
+        skipped = lambda n: n.name in self.discard_nodes or n.target in self.discard_ops  # noqa: E731
+        fused = _fused_pairs(model, skipped)
+        fused_producers = set(fused)
         for node in model.graph.nodes:
             if node.op != "call_function" or node.target not in ANNOTATED or ANNOTATION in node.meta:
                 continue
-            if node.name in self.discard_nodes or node.target in self.discard_ops or not _is_float_tensor(node):
+            if skipped(node) or not _is_float_tensor(node):
                 continue
-            inputs = [a for a in node.args if _is_float_tensor(a)]
+            # A fused producer's result stays float (no observer between it and its activation).
+            out = None if node in fused else act
+            inputs = [a for a in node.args if _is_float_tensor(a) and a not in fused_producers]
             if node.target in WEIGHTED:
-                self._annotate_weighted(node, config, act)
+                self._annotate_weighted(node, config, act, out)
             elif node.target in CONCAT:
                 tensors = [a for a in node.args[0] if _is_float_tensor(a)]
                 if not tensors:
@@ -202,38 +263,63 @@ class QnnQuantizer(Quantizer):
                     _annotated=True)
             else:
                 node.meta[ANNOTATION] = QuantizationAnnotation(input_qspec_map={a: act for a in inputs},
-                                                               output_qspec=act, _annotated=True)
+                                                               output_qspec=out, _annotated=True)
         return model
 
-    def _annotate_weighted(self, node: Node, config: ModuleQConfig, act: QuantizationSpec) -> None:
+    def _annotate_weighted(self, node: Node, config: ModuleQConfig, act: QuantizationSpec,
+                           out: Optional[QuantizationSpec]) -> None:
         weight_index, bias_index = WEIGHTED[node.target]
         x = node.args[0]
         weight = node.args[weight_index] if len(node.args) > weight_index else None
         per_channel = (node.target is aten.conv2d.default and config.is_conv_per_channel) or \
             (node.target is aten.linear.default and config.is_linear_per_channel)
         qmap = {x: act} if _is_float_tensor(x) else {}
+        block = self.block_size_map.get(node.name)
+        if block is not None:
+            self._check_block(node, weight, block, config)
         if isinstance(weight, Node):
-            qmap[weight] = config.weight(per_channel)
+            qmap[weight] = config.block_weight(block) if block is not None else config.weight(per_channel)
             bias = node.args[bias_index] if bias_index is not None and len(node.args) > bias_index else None
-            if isinstance(bias, Node) and x in qmap:
+            # (a block-wise weight has no per-channel scale to derive an int32 bias from: the bias stays float,
+            # and the exporter quantizes it to int32 at a finer scale than any block's)
+            if isinstance(bias, Node) and x in qmap and block is None:
                 qmap[bias] = DerivedQuantizationSpec(
                     derived_from=[(x, node), (weight, node)], derive_qparams_fn=_derive_bias_qparams,
                     dtype=torch.int32, quant_min=-2 ** 31, quant_max=2 ** 31 - 1, ch_axis=0,
                     qscheme=torch.per_channel_symmetric if per_channel else torch.per_tensor_symmetric)
-        node.meta[ANNOTATION] = QuantizationAnnotation(input_qspec_map=qmap, output_qspec=act, _annotated=True)
+        node.meta[ANNOTATION] = QuantizationAnnotation(input_qspec_map=qmap, output_qspec=out, _annotated=True)
+
+    @staticmethod
+    def _check_block(node: Node, weight, block: tuple, config: ModuleQConfig) -> None:
+        if config.quant_dtype != QuantDtype.use_16a4w_block:
+            raise ValueError(f"block_size_map names {node.name}, but the scheme is {config.quant_dtype.name}: "
+                             f"block-wise weights need QuantDtype.use_16a4w_block")
+        shape = tuple(weight.meta["val"].shape) if isinstance(weight, Node) and "val" in weight.meta else None
+        if node.target is not aten.linear.default or shape is None:
+            raise ValueError(f"block_size_map names {node.name} ({node.target}): only linear weights are quantized "
+                             f"block-wise (ONNX Runtime's QNN EP 2.7 refuses a block-wise convolution); quantize "
+                             f"this node per channel")
+        if len(block) != len(shape) or block[0] != 1 or any(s % b for s, b in zip(shape, block)) or \
+                any(b != 1 for b in block[2:]):
+            raise ValueError(f"block size {block} for {node.name}'s weight of shape {list(shape)}: a block is one "
+                             f"output channel by a divisor of the input size ({(1, shape[1]) + (1,) * (len(shape) - 2)} "
+                             f"or smaller)")
 
     def validate(self, model: GraphModule) -> None:
         return None
 
 
 def quantize_for_qnn(module: torch.nn.Module, example_inputs: tuple, calibration: Optional[list] = None,
-                     quant_dtype: QuantDtype = QuantDtype.use_8a8w) -> torch.nn.Module:
-    """Export, annotate with :class:`QnnQuantizer` (per-channel weights), calibrate and convert: the PT2E
-    reference model. ``calibration``: input tuples (default: ``[example_inputs]``)."""
+                     quant_dtype: QuantDtype = QuantDtype.use_8a8w, block_size_map: Optional[dict] = None
+                     ) -> torch.nn.Module:
+    """Export, annotate with :class:`QnnQuantizer` (per-channel weights; ``block_size_map`` for
+    ``use_16a4w_block``), calibrate and convert: the PT2E reference model. ``calibration``: input tuples
+    (default: ``[example_inputs]``)."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = QnnQuantizer()
     quantizer.set_default_quant_config(quant_dtype, is_conv_per_channel=True, is_linear_per_channel=True)
+    quantizer.set_block_size_map(block_size_map or {})
     prepared = prepare_pt2e(torch.export.export(module, tuple(example_inputs)).module(), quantizer)
     for sample in calibration or [example_inputs]:
         prepared(*sample)

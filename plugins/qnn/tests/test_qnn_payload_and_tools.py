@@ -93,6 +93,20 @@ def test_cpp_reader_refuses_corrupt_payloads_without_crashing(lowered, tmp_path)
     assert "does not verify" in _check(tmp_path, cases["truncated"]).stdout
 
 
+def test_cpp_reader_refuses_a_bad_boundary_quantization_and_an_old_version(lowered, tmp_path):
+    p = unpack(_payload(lowered[2]))
+    x = p.inputs[0]
+    for bad, message in ((TensorQuantization("uint32", 0.5, 0), "quantization dtype 'uint32'"),
+                         (TensorQuantization("uint8", 0.0, 0), "scale 0"),
+                         (TensorQuantization("uint8", 0.5, 300), "zero point 300")):
+        p.inputs = [TensorInfo(x.name, x.shape, bad)]
+        proc = _check(tmp_path, pack(p))
+        assert proc.returncode == 2 and message in proc.stdout, proc.stdout + proc.stderr
+    p.inputs, p.version = [x], 1
+    proc = _check(tmp_path, pack(p))
+    assert proc.returncode == 2 and "payload version 1" in proc.stdout and "re-lower" in proc.stdout, proc.stdout
+
+
 def test_delegate_refuses_a_wrong_input_shape(lowered):
     from etkit.runtime import Runtime
     program, inputs, edge = lowered
@@ -156,7 +170,24 @@ def test_missing_vendor_libraries_make_the_backend_unavailable_with_the_reason(m
     assert "install etkit-qnn's runtime extra" in result.reason and "onnxruntime-qnn" in result.reason
 
 
-def test_quantizer_refuses_block_wise_weights_with_the_reason():
-    from etkit_qnn import QnnQuantizer, QuantDtype
-    with pytest.raises(NotImplementedError, match="block-wise"):
-        QnnQuantizer().set_default_quant_config(QuantDtype.use_16a4w_block)
+@pytest.mark.parametrize("scheme", ["8a8w", "16a8w"])
+def test_boundary_quantization_is_the_references_bit_for_bit(scheme):
+    """The delegate quantizes inputs and dequantizes outputs itself (payload version 2): a data-movement program
+    returns exactly the PT2E reference's values, for inputs placed on rounding ties (round half to even) and
+    beyond the calibrated range (clamped). The HTP, given float32 I/O, converts through fp16 instead."""
+    module = torch.nn.Flatten(1).eval()
+    calibration = (torch.linspace(-1.0, 3.0, 64).reshape(1, 4, 16),)
+    program = reference(module, calibration, scheme)
+    edge = lower(program, calibration, fp16=False)
+    p = unpack(_payload(edge))
+    (qin,), (qout,) = [i.quantization for i in p.inputs], [o.quantization for o in p.outputs]
+    assert qin is not None and qout is not None and qin.dtype == ("uint8" if scheme == "8a8w" else "uint16")
+    qmax = 255 if scheme == "8a8w" else 65535
+    k = torch.arange(64, dtype=torch.float32) * (qmax // 64) - qin.zero_point
+    ties = ((k + 0.5) * qin.scale).reshape(1, 4, 16)
+    beyond = torch.linspace(-3.0, 6.0, 64).reshape(1, 4, 16)
+    for x in (calibration[0], ties, beyond):
+        (out,) = run(edge, (x,))
+        with torch.no_grad():
+            expected = program(x)
+        assert torch.equal(out, expected), f"{int((out != expected).sum())} values differ"

@@ -8,7 +8,9 @@ that PT2E holds in int32), and the ops between them are the float ONNX ops. The 
 float32 graphs that the compile runs in fp16 (``enable_htp_fp16_precision``). Shapes are always static.
 
 The graph's inputs are the partition's user inputs and its outputs the partition's outputs, in
-delegate-argument order, all float32 (the boundary quantization runs inside the context).
+delegate-argument order. In QDQ graphs the boundary quantization is left to the delegate: an input read only by
+one quantization is an integer graph input, an output that is a dequantized value an integer graph output
+(``IOTensor.qparams`` says which; the delegate's own I/O stays float32).
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ class QParams:
     zero_point: np.ndarray
     onnx_type: int
     axis: Optional[int] = None
+    block_size: Optional[int] = None   # block-wise: ``scale`` has the weight's shape with ``axis`` divided by it
 
     @property
     def type_name(self) -> str:
@@ -46,7 +49,8 @@ class QParams:
 
 @dataclass
 class IOTensor:
-    """One graph input or output: name, shape, and the quantization at the boundary (``None``: float)."""
+    """One graph input or output: name, shape, and its quantization when the graph's tensor is an integer one
+    that the delegate quantizes or dequantizes (``None``: a float32 tensor of the graph)."""
 
     name: str
     shape: tuple
@@ -148,12 +152,15 @@ class GraphBuilder:
 
     # ---- quantization --------------------------------------------------------------------------------
 
-    def qdq_params(self, scale, zero_point, onnx_type: int, hint: str, axis: Optional[int] = None) -> tuple:
-        qp = QParams(np.asarray(scale, dtype=np.float32), np.asarray(zero_point), onnx_type, axis)
+    def qdq_params(self, scale, zero_point, onnx_type: int, hint: str, axis: Optional[int] = None,
+                   block_size: Optional[int] = None) -> tuple:
+        qp = QParams(np.asarray(scale, dtype=np.float32), np.asarray(zero_point), onnx_type, axis, block_size)
         return qp, self.constant(qp.scale, f"{hint}_scale"), self.constant(qp.zero_point, f"{hint}_zp", onnx_type)
 
     def dequantize(self, q_name: str, qp: QParams, s_name: str, zp_name: str, hint: str) -> str:
         attrs = {"axis": qp.axis} if qp.axis is not None else {}
+        if qp.block_size is not None:
+            attrs["block_size"] = qp.block_size
         out = self.add("DequantizeLinear", [q_name, s_name, zp_name], hint, **attrs)
         self.qparams[out] = qp
         return out
@@ -167,6 +174,21 @@ class GraphBuilder:
         attrs = {"axis": qp.axis} if qp.axis is not None else {}
         q = self.add("QuantizeLinear", [name, s, zp], f"{hint}_q", **attrs)
         return self.dequantize(q, qp, s, zp, hint)
+
+    def quantize_for_fused_activation(self, node, name: str) -> str:
+        """A convolution, linear or add whose ReLU/clamp the HTP fuses has no quantize of its own in the
+        program: quantize its result with the activation's output parameters (``Q -> DQ``), so the HTP sees
+        ``DQ -> op -> Q -> DQ -> Clip -> Q`` with equal parameters and folds the clamp into the op. Exact: the
+        activation's quantized range lies inside its clamp (``QnnQuantizer`` fuses only then)."""
+        from ..partition.configs import fused_activation
+        activation = fused_activation(node)
+        if self.fp16 or activation is None:
+            return name
+        quantize = next(iter(activation.users))
+        scale, zp, qmin, qmax, dtype = quantize.args[1:6]
+        qp, s, z = self.qdq_params(scale, zp, quant_type(dtype, int(qmin), int(qmax)), f"{node.name}_fused")
+        return self.dequantize(self.add("QuantizeLinear", [name, s, z], f"{node.name}_fusedq"), qp, s, z,
+                               f"{node.name}_fused")
 
     def quantized_constant(self, value: float, like: Optional[QParams], hint: str) -> str:
         """A scalar operand: float in fp16 graphs; in QDQ graphs a ``DequantizeLinear`` of a one-element
@@ -211,6 +233,8 @@ def export_partition(ep: ExportedProgram, fp16: bool, graph_name: str) -> Export
                 raise ExportError(f"{node.target} (node {node.name}) has no ONNX emitter for QNN")
             try:
                 b.names[node] = emit(b, node)
+                if not fp16 and node.target is not torch.ops.aten.linear.default:
+                    b.names[node] = b.quantize_for_fused_activation(node, b.names[node])
             except ExportError:
                 raise
             except Exception as exc:  # an emitter bug: name the node
@@ -223,28 +247,88 @@ def export_partition(ep: ExportedProgram, fp16: bool, graph_name: str) -> Export
                 b.nodes[-1].output[0] = name
                 meta = value.meta.get("val")
                 outputs.append(IOTensor(name, tuple(int(d) for d in meta.shape), b.qparams.get(source)))
-    # The boundary quantization of each input: the QuantizeLinear reading it.
-    for io in inputs:
-        for n in b.nodes:
-            if n.op_type == "QuantizeLinear" and n.input[0] == io.name:
-                io.qparams = _qparams_of_quantize(b, n)
-                break
-    graph = helper.make_graph(
-        b.nodes, graph_name,
-        [helper.make_tensor_value_info(io.name, TensorProto.FLOAT, io.shape) for io in inputs],
-        [helper.make_tensor_value_info(io.name, TensorProto.FLOAT, io.shape) for io in outputs],
-        b.initializers)
+    if not fp16:
+        _integer_boundary(b, inputs, outputs)
+    else:
+        for io in outputs:
+            io.qparams = None
+
+    def info(io):
+        return helper.make_tensor_value_info(io.name, io.qparams.onnx_type if io.qparams else TensorProto.FLOAT, io.shape)
+
+    graph = helper.make_graph(b.nodes, graph_name, [info(io) for io in inputs], [info(io) for io in outputs],
+                              b.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="etkit-qnn")
     model.ir_version = 10
     return ExportedGraph(model, inputs, outputs)
 
 
-def _qparams_of_quantize(b: GraphBuilder, node) -> Optional[QParams]:
+_BOUNDARY_TYPES = (TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16, TensorProto.INT16)
+#: Ops whose 16-bit output encoding QNN fixes itself (ONNX Runtime's QNN EP overrides the graph's scale and zero
+#: point): an integer output right after one would hold QNN's encoding, not the graph's, so it stays float32
+#: (measured: sigmoid 4669 and tanh 487 steps off as integer outputs, within 4 as float ones).
+_FIXED_ENCODING_OPS = ("Sigmoid", "Tanh", "Softmax")
+
+
+def _integer_boundary(b: GraphBuilder, inputs: list, outputs: list) -> None:
+    """Move a QDQ graph's boundary quantization out of the context, onto the delegate's CPU side.
+
+    An input read only by ``QuantizeLinear`` nodes of one per-tensor quantization becomes an integer graph input
+    (the delegate quantizes it, payload version 2), and an output that is a per-tensor ``DequantizeLinear``
+    becomes that integer value (the delegate dequantizes it). The HTP converts float32 graph I/O through fp16,
+    which moved 16-bit values by up to ~30 steps; the delegate's conversion is the reference's, in float32.
+    Sets ``qparams`` of each converted tensor and ``None`` on the others (they stay float32)."""
     inits = {t.name: t for t in b.initializers}
-    try:
-        scale = numpy_helper.to_array(inits[node.input[1]])
-        zp_tensor = inits[node.input[2]]
-        zp = numpy_helper.to_array(zp_tensor)
-        return QParams(scale, zp, zp_tensor.data_type)
-    except KeyError:
-        return None
+    producer = {o: n for n in b.nodes for o in n.output}
+
+    def qparams(node) -> Optional[QParams]:
+        if len(node.input) < 3 or node.input[1] not in inits or node.input[2] not in inits:
+            return None
+        scale, zp = numpy_helper.to_array(inits[node.input[1]]), inits[node.input[2]]
+        if scale.size != 1 or zp.data_type not in _BOUNDARY_TYPES:
+            return None
+        return QParams(scale.reshape(()), numpy_helper.to_array(zp).reshape(()), zp.data_type)
+
+    def same(a: QParams, c: QParams) -> bool:
+        return a.onnx_type == c.onnx_type and float(a.scale) == float(c.scale) and int(a.zero_point) == int(c.zero_point)
+
+    for io in inputs:
+        io.qparams = None
+        readers = [n for n in b.nodes if io.name in n.input]
+        params = [qparams(n) if n.op_type == "QuantizeLinear" and n.input[0] == io.name else None for n in readers]
+        if not readers or any(p is None or not same(p, params[0]) for p in params):
+            continue
+        io.qparams = params[0]
+        renamed = {n.output[0]: io.name for n in readers}
+        for n in readers:
+            b.nodes.remove(n)
+        for n in b.nodes:
+            for i, name in enumerate(n.input):
+                if name in renamed:
+                    n.input[i] = renamed[name]
+    renamed_outputs = set()
+    for io in outputs:
+        io.qparams = None
+        identity = producer.get(io.name)
+        source = producer.get(identity.input[0]) if identity is not None else None
+        if source is None or source.op_type != "DequantizeLinear" or source.input[0] not in producer:
+            continue  # a float output, or the dequantized value of a constant
+        quantize = producer[source.input[0]]
+        if quantize.op_type == "QuantizeLinear" and quantize.input[0] in producer and \
+                producer[quantize.input[0]].op_type in _FIXED_ENCODING_OPS:
+            continue
+        qp = qparams(source)
+        integer = source.input[0]
+        if qp is None or integer in renamed_outputs:
+            continue  # (the same integer value twice among the outputs: the second stays float)
+        renamed_outputs.add(integer)
+        # QNN takes no Identity on an integer tensor: the graph output is the integer value itself, renamed.
+        io.qparams = qp
+        b.nodes.remove(identity)
+        producer[integer].output[0] = io.name
+        for n in b.nodes:
+            for i, name in enumerate(n.input):
+                if name == integer:
+                    n.input[i] = io.name
+        if not any(source.output[0] in n.input for n in b.nodes):
+            b.nodes.remove(source)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from onnx import TensorProto
 
-from ..partition.configs import arg, tensor_meta
+from ..partition.configs import DEQUANTIZE_AFFINE, arg, fused_activation, tensor_meta
 from .builder import ExportError, GraphBuilder, quant_type
 
 aten = torch.ops.aten
@@ -63,6 +63,29 @@ def dequantize_per_channel(b: GraphBuilder, node) -> str:
     return b.dequantize(_integer_constant(b, source, qtype), qp, s, z, node.name)
 
 
+def dequantize_affine(b: GraphBuilder, node) -> str:
+    """torchao's block-wise dequantize of a constant weight (``QnnQuantizer``'s ``use_16a4w_block``) as ONNX's
+    blocked ``DequantizeLinear`` (opset 21): one blocked axis, scales of the weight's shape with that axis
+    divided by the block size."""
+    source, block_size, scales, zps, dtype, qmin, qmax = node.args[:7]
+    shape = _shape(source)
+    blocked = [i for i, (d, blk) in enumerate(zip(shape, block_size)) if blk != 1]
+    if len(blocked) != 1 or int(block_size[0]) != 1:
+        raise ExportError(f"{node.name}: block size {list(block_size)} of a weight of shape {shape}: QNN takes blocks "
+                          f"along one input axis of one output channel")
+    axis = blocked[0]
+    block = int(block_size[axis])
+    scale_t, zp_t = b.node_constant(scales), b.node_constant(zps) if isinstance(zps, torch.fx.Node) else None
+    if scale_t is None:
+        raise ExportError(f"{node.name}: block-wise scales must be constants")
+    qtype = quant_type(dtype, int(qmin), int(qmax))
+    scale_shape = [d // block if i == axis else d for i, d in enumerate(shape)]
+    scale = scale_t.float().reshape(scale_shape).numpy()
+    zp = zp_t.to(torch.int64).reshape(scale_shape).numpy() if zp_t is not None else np.zeros(scale_shape, np.int64)
+    qp, s, z = b.qdq_params(scale, zp, qtype, node.name, axis, block)
+    return b.dequantize(_integer_constant(b, source, qtype), qp, s, z, node.name)
+
+
 # ------------------------------------------------------------------------------------------ compute
 
 def _bias(b: GraphBuilder, node, x: str, w: str) -> list:
@@ -77,9 +100,11 @@ def _bias(b: GraphBuilder, node, x: str, w: str) -> list:
     tensor = b.node_constant(bias)
     if tensor is None or x_qp is None or w_qp is None:
         return [b.value(bias)]
-    scale = (x_qp.scale.reshape(-1)[0] * w_qp.scale.reshape(-1)).astype(np.float32)
+    # (block-wise weights: the largest block scale of each output channel, finer than the bias needs)
+    w_scale = w_qp.scale.reshape(w_qp.scale.shape[0], -1).max(axis=1) if w_qp.block_size else w_qp.scale.reshape(-1)
+    scale = (x_qp.scale.reshape(-1)[0] * w_scale).astype(np.float32)
     scale = np.broadcast_to(scale, tensor.shape).copy()
-    q = np.clip(np.round(tensor.float().numpy() / scale), -2**31, 2**31 - 1).astype(np.int32)
+    q = np.clip(np.round(tensor.detach().float().numpy() / scale), -2**31, 2**31 - 1).astype(np.int32)
     qp, s, z = b.qdq_params(scale, np.zeros_like(q), TensorProto.INT32, f"{bias.name}_q", 0)
     return [b.dequantize(b.constant(q, bias.name, TensorProto.INT32), qp, s, z, bias.name)]
 
@@ -98,18 +123,23 @@ def linear(b: GraphBuilder, node) -> str:
     in_shape, out_shape = _shape(x_node), _shape(node)
     bias = _bias(b, node, x, w)
     if len(in_shape) == 2:
-        return b.add("Gemm", [x, w, *bias], node.name, transB=1)
+        return b.quantize_for_fused_activation(node, b.add("Gemm", [x, w, *bias], node.name, transB=1))
     # Gemm is 2-D: flatten the leading dims and restore them, repeating the quantization around reshapes.
     flat = b.add("Reshape", [x, b.ints([-1, in_shape[-1]])], f"{node.name}_in")
     flat = b.requantize_like(flat, b.qparams.get(x), f"{node.name}_in")
     y = b.add("Gemm", [flat, w, *bias], node.name, transB=1)
     users = list(node.users)
-    out_q = users[0] if len(users) == 1 and users[0].target is qd.quantize_per_tensor.default else None
+    activation = fused_activation(node)
+    out_q = next(iter(activation.users)) if activation is not None else \
+        users[0] if len(users) == 1 and users[0].target is qd.quantize_per_tensor.default else None
+    qp = None
     if out_q is not None and not b.fp16:
         scale, zp, qmin, qmax, dtype = _scalar_args(out_q, 1)
         qp, s, z = b.qdq_params(scale, zp, quant_type(dtype, qmin, qmax), f"{node.name}_out")
         y = b.dequantize(b.add("QuantizeLinear", [y, s, z], f"{node.name}_outq"), qp, s, z, f"{node.name}_out")
-    return b.add("Reshape", [y, b.ints(out_shape)], node.name)
+    y = b.add("Reshape", [y, b.ints(out_shape)], node.name)
+    # Fused: the activation reads the reshaped value, so it needs its quantization repeated.
+    return b.requantize_like(y, qp, f"{node.name}_reshaped") if activation is not None else y
 
 
 def matmul(b: GraphBuilder, node) -> str:
@@ -164,7 +194,27 @@ def layer_norm(b: GraphBuilder, node) -> tuple:
     x, shape, weight, bias, eps = node.args[:5]
     inputs = [b.value(x), b.value(weight)] + ([b.value(bias)] if bias is not None else [])
     y = b.add("LayerNormalization", inputs, node.name, axis=-len(shape), epsilon=float(eps))
-    return (y, None, None)
+    return (_isolate_wide_layer_norm(b, node, y), None, None)
+
+
+def _isolate_wide_layer_norm(b: GraphBuilder, node, y: str) -> str:
+    """QNN 2.51's HTP computes a 16-bit LayerNorm feeding a FullyConnected wrongly (measured on the simulator:
+    thousands of output steps off, any gamma type, any HTP architecture; an 8-bit one is within 2 steps). A
+    multiplication by an exact 1.0 between them, on the same quantization grid, keeps the values and avoids
+    the fault: ``LN -> Q -> DQ -> Mul(1) -> Q``."""
+    if b.fp16:
+        return y
+    getitems = [u for u in node.users if u.target is operator.getitem and u.args[1] == 0]
+    quantizes = [q for g in getitems for q in g.users if q.target is qd.quantize_per_tensor.default]
+    if len(quantizes) != 1:
+        return y
+    scale, zp, qmin, qmax, dtype = _scalar_args(quantizes[0], 1)
+    qtype = quant_type(dtype, qmin, qmax)
+    if qtype not in (TensorProto.UINT16, TensorProto.INT16):
+        return y
+    qp, s, z = b.qdq_params(scale, zp, qtype, f"{node.name}_isolated")
+    y = b.dequantize(b.add("QuantizeLinear", [y, s, z], f"{node.name}_isolatedq"), qp, s, z, f"{node.name}_isolated")
+    return b.add("Mul", [y, b.quantized_constant(1.0, qp, f"{node.name}_one")], f"{node.name}_isolated")
 
 
 def batch_norm(b: GraphBuilder, node) -> tuple:
@@ -280,3 +330,5 @@ EMITTERS = {
     aten.cat.default: concat,
     operator.getitem: getitem,
 }
+if DEQUANTIZE_AFFINE is not None:
+    EMITTERS[DEQUANTIZE_AFFINE] = dequantize_affine

@@ -15,6 +15,17 @@ import torch
 
 aten = torch.ops.aten
 
+def _torchao_dequantize_affine():
+    try:
+        import torchao.quantization.quant_primitives  # noqa: F401  (registers torch.ops.torchao)
+        return torch.ops.torchao.dequantize_affine.default
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
+#: torchao's block-wise dequantize (QnnQuantizer's use_16a4w_block weights); None without torchao.
+DEQUANTIZE_AFFINE = _torchao_dequantize_affine()
+
 #: Most dimensions a QNN HTP tensor may have (QNN's HTP op definitions are up to 5-D).
 MAX_RANK = 5
 
@@ -60,6 +71,10 @@ def _conv(node) -> Optional[str]:
         return f"{weight.dim() - 2 if weight is not None else '?'}-D convolution: only 2-D convolutions are lowered"
     if any(p != 0 for p in arg(node, 7, "output_padding", [0, 0])):
         return "output_padding is not supported"
+    w = node.args[1]
+    if DEQUANTIZE_AFFINE is not None and isinstance(w, torch.fx.Node) and w.target is DEQUANTIZE_AFFINE:
+        return ("block-wise convolution weights are not lowered (ONNX Runtime's QNN EP 2.7 rejects them); quantize "
+                "this convolution per channel")
     return None
 
 
@@ -194,6 +209,27 @@ BY_TARGET = {target: config for config in CONFIGS for target in config.targets}
 #: Ops whose composite form the partitioner asks ``to_edge_transform_and_lower`` to keep (QNN has them whole).
 KEEP_UNDECOMPOSED = (aten.linear.default, aten.matmul.default, aten.gelu.default, aten.hardswish.default, aten.hardsigmoid.default,
                      aten.adaptive_avg_pool2d.default)
+
+#: Activations the HTP folds into the op before them (QNN's convolutions, FullyConnected and ElementWiseAdd
+#: take a ReluMinMax): the producer's own result is not quantized, only the activation's
+#: (``QnnQuantizer`` annotates the pair so, and the PT2E reference computes it the same way).
+FUSED_ACTIVATIONS = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
+FUSING_PRODUCERS = (aten.convolution.default, aten.linear.default, aten.add.Tensor)
+
+
+def fused_activation(node: torch.fx.Node) -> Optional[torch.fx.Node]:
+    """In a quantized Edge graph: the activation fused after ``node`` (its only user, an activation of
+    :data:`FUSED_ACTIVATIONS` whose only users are ``quantize`` nodes), or ``None``."""
+    if node.target not in FUSING_PRODUCERS or len(node.users) != 1:
+        return None
+    (user,) = node.users
+    if user.target not in FUSED_ACTIVATIONS or user.args[0] is not node:
+        return None
+    if not user.users or any("quantize_per_tensor" not in str(u.target) or "dequantize" in str(u.target)
+                             for u in user.users):
+        return None
+    return user
+
 
 #: Float dtypes the HTP takes in each precision (fp16 precision compiles float32 graphs to run in fp16).
 FLOAT_DTYPES = (torch.float32,)

@@ -4,7 +4,8 @@ Precision follows the compile specs (``generate_htp_compiler_spec(use_fp16=...)`
 
 * quantized (default): the program is PT2E-quantized (``QnnQuantizer``). An op is delegated when the HTP has
   it (:mod:`etkit_qnn.partition.configs`) and it sits in a QDQ group: every float input comes from a
-  ``dequantize`` (or is a constant) and every user is a ``quantize``. The ``quantize`` nodes of the group's
+  ``dequantize`` (or is a constant) and every user is a ``quantize`` (or, for a convolution, linear or add,
+  a ReLU/clamp fused into it whose users are). The ``quantize`` nodes of the group's
   inputs and the ``dequantize`` nodes of its outputs go inside as well, so a delegate takes and returns
   float32 tensors and quantizes and dequantizes on the HTP.
 * fp16: float32 ops the HTP has run in fp16; ``quantize``/``dequantize`` nodes stay outside.
@@ -33,7 +34,9 @@ from . import configs
 logger = logging.getLogger(__name__)
 qd = torch.ops.quantized_decomposed
 QUANTIZE = (qd.quantize_per_tensor.default,)
-DEQUANTIZE = (qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default)
+DEQUANTIZE_AFFINE = configs.DEQUANTIZE_AFFINE
+DEQUANTIZE = tuple(op for op in (qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default,
+                                 DEQUANTIZE_AFFINE) if op is not None)
 
 
 def is_quantize(node) -> bool:
@@ -102,12 +105,13 @@ class QnnPartitioner(Partitioner):
     def _qdq_reason(ep, node) -> Optional[str]:
         if is_quantize(node) and len(node.args) < 6:
             return "quantize with tensor-valued parameters is not lowered"
-        dtype = node.args[-1] if node.target is not qd.dequantize_per_channel.default else node.args[6]
+        dtype = node.args[6] if node.target is qd.dequantize_per_channel.default else \
+            node.args[4] if node.target is DEQUANTIZE_AFFINE else node.args[-1]
         if dtype not in (torch.uint8, torch.int8, torch.uint16, torch.int16, torch.int32):
             return f"quantized dtype {dtype} is not supported"
-        if node.target is qd.dequantize_per_channel.default and not (
+        if node.target in (qd.dequantize_per_channel.default, DEQUANTIZE_AFFINE) and not (
                 node.args[0].op == "placeholder" and is_constant(ep, node.args[0])):
-            return "per-channel dequantize of a computed value is not lowered (only of constant weights)"
+            return "per-channel or block-wise dequantize of a computed value is not lowered (only of constant weights)"
         return None
 
     def _settle(self, ep: ExportedProgram, supported: set, reasons: dict) -> None:
@@ -122,6 +126,9 @@ class QnnPartitioner(Partitioner):
             return a in supported or constant(a)
 
         def quantized_users(node) -> bool:
+            activation = configs.fused_activation(node)  # the HTP fuses it: quantized after it
+            if activation is not None:
+                return activation in supported
             return all(u in supported and (is_quantize(u) or u.target is operator.getitem) for u in node.users)
 
         changed = True
@@ -202,7 +209,14 @@ class QnnPartitioner(Partitioner):
         if self.spec.use_fp16:
             return sorted(present, key=str), None
 
+        # torchao's dequantize_affine (block-wise weights) stays whole too, to become a blocked DequantizeLinear.
+        if DEQUANTIZE_AFFINE is not None and any(n.target is DEQUANTIZE_AFFINE for n in ep.graph.nodes):
+            present.add(DEQUANTIZE_AFFINE)
+
         def reads_quantized(node: torch.fx.Node) -> bool:
+            if node.target is DEQUANTIZE_AFFINE:  # only for the linears the HTP takes; else the CPU runs its parts
+                return self._qdq_reason(ep, node) is None and all(
+                    u.target is torch.ops.aten.linear.default for u in node.users)
             return any(is_dequantize(a) for a in node.all_input_nodes) and configs.check_node(node, False) is None
 
         return sorted(present, key=str), reads_quantized

@@ -16,7 +16,6 @@ enum : uint32_t {
 };
 constexpr int kAttributeInt = 2;
 constexpr int kAttributeString = 3;
-constexpr int kElemFloat = 1;
 constexpr int kIrVersion = 10;
 constexpr int kOpset = 17;
 
@@ -67,7 +66,7 @@ std::string value_info(const GraphTensor& t) {
     str_field(shape, kShapeDim, dim);
   }
   std::string tensor;
-  int_field(tensor, kTensorElemType, kElemFloat);
+  int_field(tensor, kTensorElemType, t.elem_type);
   str_field(tensor, kTensorShape, shape);
   std::string type;
   str_field(type, kTypeTensorType, tensor);

@@ -18,6 +18,7 @@ struct GraphTensor {
   size_t name_size;
   const int64_t* shape;
   size_t rank;
+  int elem_type;  // ONNX TensorProto.DataType (1 float, 2 uint8, 3 int8, 4 uint16, 5 int16)
 };
 
 /// Serializes the EPContext model. Returns the bytes (the context binary is copied into them).

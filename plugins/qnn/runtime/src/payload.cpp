@@ -1,11 +1,32 @@
 #include "payload.h"
 
+#include <cmath>
+#include <cstring>
+
 #include "flatbuffers/flatbuffers.h"
 
 namespace etkit_qnn {
 
 using etkit::runtime::Error;
 using etkit::runtime::set_error;
+
+bool quantized_type(const flatbuffers::String* dtype, QuantizedType* out) {
+  if (dtype == nullptr) return false;
+  static const struct {
+    const char* name;
+    QuantizedType type;
+  } kTypes[] = {{"uint8", {2, 1, 0, 255}},
+                {"int8", {3, 1, -128, 127}},
+                {"uint16", {4, 2, 0, 65535}},
+                {"int16", {5, 2, -32768, 32767}}};
+  for (const auto& t : kTypes) {
+    if (dtype->size() == std::strlen(t.name) && std::memcmp(dtype->data(), t.name, dtype->size()) == 0) {
+      *out = t.type;
+      return true;
+    }
+  }
+  return false;
+}
 
 namespace {
 
@@ -29,6 +50,20 @@ Error check_tensors(const flatbuffers::Vector<flatbuffers::Offset<fb::TensorInfo
         return set_error(Error::DelegateInvalidCompatibility,
                          "QnnBackend: corrupt payload: %s %u has dimension %u = %lld", what, i, d,
                          static_cast<long long>(shape->Get(d)));
+      }
+    }
+    if (const fb::Quantization* q = t->quantization()) {
+      QuantizedType type;
+      if (!quantized_type(q->dtype(), &type)) {
+        return set_error(Error::DelegateInvalidCompatibility,
+                         "QnnBackend: corrupt payload: %s %u has quantization dtype '%s' (uint8, int8, uint16 or int16)",
+                         what, i, q->dtype() != nullptr ? q->dtype()->c_str() : "");
+      }
+      if (!(q->scale() > 0.0f) || !std::isfinite(q->scale()) || q->zero_point() < type.qmin ||
+          q->zero_point() > type.qmax) {
+        return set_error(Error::DelegateInvalidCompatibility,
+                         "QnnBackend: corrupt payload: %s %u has scale %g and zero point %d", what, i,
+                         static_cast<double>(q->scale()), q->zero_point());
       }
     }
   }

@@ -10,14 +10,25 @@
 namespace etkit_qnn {
 
 /// The payload format version this delegate reads.
-constexpr uint32_t kPayloadVersion = 1;
+constexpr uint32_t kPayloadVersion = 2;
 /// Most inputs or outputs one context may have, and most dims of one of them.
 constexpr size_t kMaxTensors = 64;
 constexpr size_t kMaxRank = 8;
 
 /// Verifies `data` and returns its root in `*out`. Errors (DelegateInvalidCompatibility, with a message
 /// through set_error): not a QNN payload (identifier), a flatbuffer that does not verify (truncated or
-/// corrupt), another version, a missing or empty field, too many tensors, a non-positive dimension.
+/// corrupt), another version, a missing or empty field, too many tensors, a non-positive dimension, a
+/// quantization with an unknown dtype or a scale that is not a positive finite number.
+/// The ONNX element type and byte size of a quantization dtype ("uint8", "int8", "uint16", "int16"), and its
+/// integer range; false for another string.
+struct QuantizedType {
+  int onnx;  // ONNX TensorProto.DataType: 2 uint8, 3 int8, 4 uint16, 5 int16
+  size_t size;
+  int32_t qmin;
+  int32_t qmax;
+};
+bool quantized_type(const flatbuffers::String* dtype, QuantizedType* out);
+
 etkit::runtime::Error parse_payload(const void* data, size_t size, const fb::QnnPayload** out);
 
 }  // namespace etkit_qnn

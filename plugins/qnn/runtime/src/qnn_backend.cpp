@@ -5,11 +5,17 @@
 //          (ort_session.h): QNN deserializes the context once (QnnContext_createFromBinary) and keeps it for the
 //          handle's lifetime. On x86 the HTP backend (libQnnHtp.so) runs it on its simulator; on a Snapdragon
 //          device, on the HTP. The payload bytes are released once the session holds the context.
-// execute: check every argument (float32, contiguous, the payload's shape), bind the argument buffers as ONNX
-//          Runtime tensors without copying (bindings are made once per buffer address and reused while the
-//          method's memory stays where it is), and run. ONNX Runtime and QNN allocate inside Run as they see fit;
-//          the delegate itself allocates nothing on the execute path unless an argument moved.
+// execute: check every argument (float32, contiguous, the payload's shape). A float32 tensor of the context is
+//          bound to the argument's buffer without copying (bindings are made once per buffer address and reused
+//          while the method's memory stays where it is). A quantized tensor of the context (payload version 2:
+//          the boundary quantize/dequantize of a QDQ partition) has a staging buffer bound once at init: inputs
+//          are quantized into it as PT2E's quantize_per_tensor does (x * (1 / scale), round half to even, plus
+//          the zero point, clamped), outputs dequantized from it ((q - zero point) * scale). Doing this on the
+//          CPU keeps float32 precision: the HTP converts float32 graph I/O through fp16, which moved 16-bit
+//          values by up to ~30 steps. ONNX Runtime and QNN allocate inside Run as they see fit; the delegate
+//          itself allocates nothing on the execute path unless an argument moved.
 // destroy: release the bindings and the session (the context goes with it).
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -45,9 +51,50 @@ struct Binding {
   std::string name;
   std::vector<int64_t> shape;
   size_t numel = 1;
-  void* data = nullptr;      // the buffer `value` wraps
+  void* data = nullptr;      // the buffer `value` wraps (the argument's, or `staging`)
   OrtValue* value = nullptr;
+  bool quantized = false;    // an integer tensor of the context, converted through `staging`
+  QuantizedType type{1, 4, 0, 0};
+  float scale = 1.0f;
+  float inv_scale = 1.0f;    // (float)(1.0 / scale), as PT2E's quantize_per_tensor computes it
+  int32_t zero_point = 0;
+  std::vector<unsigned char> staging;
 };
+
+template <typename T>
+void quantize_into(const float* x, size_t n, const Binding& b, T* q) {
+  const float lo = static_cast<float>(b.type.qmin), hi = static_cast<float>(b.type.qmax);
+  const float zp = static_cast<float>(b.zero_point);
+  for (size_t i = 0; i < n; ++i) {
+    float v = std::nearbyint(x[i] * b.inv_scale) + zp;  // default rounding mode: half to even, as torch.round
+    v = v < lo ? lo : (v > hi ? hi : v);                 // NaN stays NaN here and becomes qmin below
+    q[i] = static_cast<T>(v == v ? v : lo);
+  }
+}
+
+template <typename T>
+void dequantize_into(const T* q, size_t n, const Binding& b, float* x) {
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(static_cast<int32_t>(q[i]) - b.zero_point) * b.scale;
+}
+
+void quantize_input(Binding& b, const float* x) {
+  unsigned char* q = b.staging.data();
+  switch (b.type.onnx) {
+    case 2: quantize_into(x, b.numel, b, reinterpret_cast<uint8_t*>(q)); break;
+    case 3: quantize_into(x, b.numel, b, reinterpret_cast<int8_t*>(q)); break;
+    case 4: quantize_into(x, b.numel, b, reinterpret_cast<uint16_t*>(q)); break;
+    default: quantize_into(x, b.numel, b, reinterpret_cast<int16_t*>(q)); break;
+  }
+}
+
+void dequantize_output(const Binding& b, float* x) {
+  switch (b.type.onnx) {
+    case 2: dequantize_into(reinterpret_cast<const uint8_t*>(b.staging.data()), b.numel, b, x); break;
+    case 3: dequantize_into(reinterpret_cast<const int8_t*>(b.staging.data()), b.numel, b, x); break;
+    case 4: dequantize_into(reinterpret_cast<const uint16_t*>(b.staging.data()), b.numel, b, x); break;
+    default: dequantize_into(reinterpret_cast<const int16_t*>(b.staging.data()), b.numel, b, x); break;
+  }
+}
 
 struct Handle {
   const OrtRuntime* rt = nullptr;
@@ -80,9 +127,33 @@ void describe(const flatbuffers::Vector<flatbuffers::Offset<fb::TensorInfo>>* te
       b.shape.push_back(d);
       b.numel *= static_cast<size_t>(d);
     }
+    if (const fb::Quantization* q = t->quantization()) {  // verified by parse_payload
+      b.quantized = quantized_type(q->dtype(), &b.type);
+      b.scale = q->scale();
+      b.inv_scale = static_cast<float>(1.0 / static_cast<double>(q->scale()));
+      b.zero_point = q->zero_point();
+    }
     out->push_back(std::move(b));
   }
-  for (const Binding& b : *out) graph->push_back({b.name.data(), b.name.size(), b.shape.data(), b.shape.size()});
+  for (const Binding& b : *out) {
+    graph->push_back({b.name.data(), b.name.size(), b.shape.data(), b.shape.size(), b.quantized ? b.type.onnx : 1});
+  }
+}
+
+/// Allocates the staging buffer of a quantized binding and binds it once.
+Error bind_staging(const OrtRuntime& rt, Binding& b, const std::string& graph) {
+  if (!b.quantized) return Error::Ok;
+  b.staging.assign(b.numel * b.type.size, 0);
+  OrtStatus* status = rt.api->CreateTensorWithDataAsOrtValue(
+      rt.cpu_memory, b.staging.data(), b.staging.size(), b.shape.data(), b.shape.size(),
+      static_cast<ONNXTensorElementDataType>(b.type.onnx), &b.value);
+  if (status != nullptr) {
+    const std::string message = take_status_message(rt, status);
+    return set_error(Error::Internal, "QnnBackend (graph %s): binding %s failed: %s", graph.c_str(), b.name.c_str(),
+                     message.c_str());
+  }
+  b.data = b.staging.data();
+  return Error::Ok;
 }
 
 /// Checks `value` against `b` and (re)binds its buffer when it moved.
@@ -111,6 +182,7 @@ Error bind(const Handle& h, Binding& b, EValue* value, const char* what, size_t 
                      h.graph_name.c_str(), what, index, got, t.is_contiguous_dim_order() ? "" : " (not contiguous)",
                      b.shape.size(), b.numel);
   }
+  if (b.quantized) return Error::Ok;  // bound to its staging buffer at init
   void* data = t.mutable_data_ptr();
   if (data == b.data && b.value != nullptr) return Error::Ok;
   if (b.value != nullptr) {
@@ -177,6 +249,15 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
                        soc, arch, sdk.c_str(), error.c_str());
     }
     processed->Free();
+    for (auto* list : {&h->inputs, &h->outputs}) {
+      for (Binding& b : *list) {
+        Error bound = bind_staging(*rt, b, h->graph_name);
+        if (bound != Error::Ok) {
+          delete h;
+          return bound;
+        }
+      }
+    }
     for (Binding& b : h->inputs) h->input_names.push_back(b.name.c_str());
     for (Binding& b : h->outputs) h->output_names.push_back(b.name.c_str());
     h->input_values.assign(h->inputs.size(), nullptr);
@@ -196,6 +277,7 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
     for (size_t i = 0; i < n_in; ++i) {
       Error err = bind(h, h.inputs[i], args[i], "input", i);
       if (err != Error::Ok) return err;
+      if (h.inputs[i].quantized) quantize_input(h.inputs[i], args[i]->to_tensor().const_data_ptr<float>());
       h.input_values[i] = h.inputs[i].value;
     }
     for (size_t i = 0; i < n_out; ++i) {
@@ -208,6 +290,9 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
     if (status != nullptr) {
       const std::string message = take_status_message(*h.rt, status);
       return set_error(Error::Internal, "QnnBackend (graph %s): run failed: %s", h.graph_name.c_str(), message.c_str());
+    }
+    for (size_t i = 0; i < n_out; ++i) {
+      if (h.outputs[i].quantized) dequantize_output(h.outputs[i], args[n_in + i]->to_tensor().mutable_data_ptr<float>());
     }
     return Error::Ok;
   }
