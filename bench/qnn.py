@@ -9,7 +9,8 @@ runtime and run on the x86 HTP simulator of onnxruntime-qnn (the simulator's lat
 phone's). Lowering time includes export and, for the quantized schemes, quantization and calibration; "compile"
 is the HTP prepare alone (summed over partitions). Accuracy is against the PT2E reference model in eager
 (quantized schemes) or torch eager (fp16): cosine similarity, largest absolute difference, and that difference
-in quantization steps of the output (its range over ``2**bits - 1``), largest and mean.
+in quantization steps of the output (its range over ``2**bits - 1``), largest and mean; and how far the PT2E
+reference itself is from the float model (cosine).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "plugins", "qnn", "tests"))
 
 
 def _models():
@@ -47,6 +49,7 @@ def main() -> None:
     from etkit_qnn import QnnPartitioner, generate_htp_compiler_spec, generate_qnn_executorch_compiler_spec, quantize_for_qnn
     from etkit_qnn.payload import unpack
     from etkit_qnn.quantizer import QuantDtype
+    from qnn_helpers import output_step
 
     compile_seconds = []
     original = htp.compile_onnx
@@ -64,8 +67,8 @@ def main() -> None:
 
     models = _models()
     print("| model | scheme | partitions | lowering s | HTP compile s | context bytes | load s | simulator run ms "
-          "(median) | cosine | max abs diff | output steps max / mean |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "(median) | cosine | max abs diff | output steps max / mean | reference vs float cosine |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.models.split(","):
         model, inputs = models[name]
         for scheme in args.schemes.split(","):
@@ -91,21 +94,18 @@ def main() -> None:
                 (out,) = method.execute(list(inputs))
                 times.append((time.perf_counter() - start) * 1e3)
             with torch.no_grad():
-                expected = program(*inputs)
-            cosine = float(torch.nn.functional.cosine_similarity(out.flatten(), expected.flatten(), dim=0))
+                expected, exact = program(*inputs), model(*inputs)
+            cos = torch.nn.functional.cosine_similarity
+            cosine = float(cos(out.flatten(), expected.flatten(), dim=0))
+            ref_cosine = "" if scheme == "fp16" else f"{float(cos(expected.flatten(), exact.flatten(), dim=0)):.4f}"
             worst = float((out - expected).abs().max())
-            step = _output_step(expected, scheme)
+            step = output_step(expected, scheme)
             mean = float((out - expected).abs().mean())
             steps = "" if scheme == "fp16" else f"{worst / step:.1f} / {mean / step:.2f}"
             print(f"| {name} | {scheme} | {report.num_partitions} | {lowering:.1f} | {sum(compile_seconds):.1f} | "
                   f"{context:,} | {load:.2f} | {statistics.median(times):.0f} | {cosine:.5f} | {worst:.3g} | "
-                  f"{steps} |", flush=True)
+                  f"{steps} | {ref_cosine} |", flush=True)
 
-
-def _output_step(reference: torch.Tensor, scheme: str) -> float:
-    bits = 16 if scheme.startswith("16") else 8
-    span = float(reference.max().clamp(min=0) - reference.min().clamp(max=0))
-    return max(span, 1e-6) / (2 ** bits - 1)
 
 
 if __name__ == "__main__":

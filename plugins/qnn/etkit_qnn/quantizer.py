@@ -116,9 +116,10 @@ def _fused_pairs(model: GraphModule, skipped) -> dict:
         if node.op != "call_function" or node.target not in _FUSING_PRODUCERS or len(node.users) != 1:
             continue
         (user,) = node.users
-        low = _lower_bound(user) if user.target in _FUSED_ACTIVATIONS else 1.0
-        if user.args[0] is node and (low is None or (isinstance(low, (int, float)) and low <= 0)) \
-                and not skipped(node) and not skipped(user):
+        if user.target not in _FUSED_ACTIVATIONS or user.args[0] is not node or skipped(node) or skipped(user):
+            continue
+        low = _lower_bound(user)  # None: no lower bound
+        if low is None or (isinstance(low, (int, float)) and low <= 0):
             pairs[node] = user
     return pairs
 
@@ -236,7 +237,6 @@ class QnnQuantizer(Quantizer):
         act = config.activation()
         skipped = lambda n: n.name in self.discard_nodes or n.target in self.discard_ops  # noqa: E731
         fused = _fused_pairs(model, skipped)
-        fused_producers = set(fused)
         for node in model.graph.nodes:
             if node.op != "call_function" or node.target not in ANNOTATED or ANNOTATION in node.meta:
                 continue
@@ -244,7 +244,7 @@ class QnnQuantizer(Quantizer):
                 continue
             # A fused producer's result stays float (no observer between it and its activation).
             out = None if node in fused else act
-            inputs = [a for a in node.args if _is_float_tensor(a) and a not in fused_producers]
+            inputs = [a for a in node.args if _is_float_tensor(a) and a not in fused]
             if node.target in WEIGHTED:
                 self._annotate_weighted(node, config, act, out)
             elif node.target in CONCAT:

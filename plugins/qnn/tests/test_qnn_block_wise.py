@@ -3,8 +3,7 @@ QNN HTP context (ONNX's blocked ``DequantizeLinear``) and run on the HTP simulat
 
 The weight's first 64 input features are 50x smaller than the rest (and their inputs 50x larger), so one scale per
 output channel rounds most of those weights to zero while one scale per block of 32 keeps them: the block-wise reference is several times closer to
-the float model than the per-channel one (46,000 16-bit steps apart here), and the HTP must follow the
-block-wise one. Tolerance: 40 steps of the 16-bit output, 0.06% of its range (measured 27; int4 weights with
+the float model than the per-channel one, and the HTP must follow the block-wise one. Tolerance: 40 steps of the 16-bit output, 0.06% of its range (measured 27; int4 weights with
 16-bit activations come out 14-27 steps from the float emulation on the simulator, per channel or per block).
 """
 from __future__ import annotations

@@ -11,14 +11,14 @@ programs, torch eager for fp16, on the same inputs. Errors are in quantization s
   MiniLM embedding [0.008].
 * 16a8w: cosine >= 0.9999 and within 256 16-bit steps, i.e. one step of an 8-bit grid over the same range
   [MobileNetV2 141, cosine 0.99999; MiniLM 127, cosine 0.99999].
-* MobileNetV2 8a8w: within 40 steps and cosine >= 0.97 [27.8 steps, 0.981]. Each layer is within a step, but
-  the HTP requantizes in fixed point (within 0.064 of a step of the exact value), values that close to a
-  rounding boundary round the other way (1.3% of the first convolution's outputs), and 52 layers of a
-  random-weight network amplify those single steps. The same QDQ graph run in float32 by ONNX Runtime's CPU
-  provider drifts 6 steps from the reference by float summation order alone.
+* MobileNetV2 8a8w: within 40 steps and cosine >= 0.97 [26-28 steps, 0.981]. Each layer is within a step, but
+  the HTP requantizes in fixed point (within 0.063 of a step of the exact value), values that close to a
+  rounding boundary round the other way, and 52 layers of a random-weight network amplify those single steps.
+  The same QDQ graph run in float32 by ONNX Runtime's CPU provider is 6 steps from the reference by float
+  summation order alone (``bench/qnn_numerics.py`` sections 3 and 5 print these).
 * MiniLM 8a8w: cosine >= 0.85 to the PT2E reference [0.88-0.89; the reference itself is at 0.86 from the float
   model: 8-bit activations are coarse for BERT's residual stream and softmax inputs, and a step there moves
-  softmax outputs by up to 17 steps]. 16a8w is the scheme for BERT-like models.
+  softmax outputs by many steps]. 16a8w is the scheme for BERT-like models.
 """
 from __future__ import annotations
 

@@ -3,15 +3,16 @@ etkit's runtime, against the PT2E reference model (8a8w, 16a8w) or torch eager (
 
 Tolerances, in quantization steps of the output (``qnn_helpers.output_step``):
 
-* 8-bit: 3 steps. The HTP requantizes in fixed point, within 0.064 of a step of the exact value (measured on
-  MobileNetV2's first convolution), so a value that close to a rounding boundary lands on the other side; one
-  step in an intermediate may move the output by another.
+* 8-bit: 3 steps. The HTP requantizes in fixed point, within 0.063 of a step of the exact value
+  (``bench/qnn_numerics.py`` section 3), so a value that close to a rounding boundary lands on the other side;
+  one step in an intermediate may move the output by another.
 * 16-bit: 3 steps, except the ops in :data:`WIDE_16BIT` whose HTP kernels compute 16-bit results with a coarser
   internal precision (measured maxima there, with a margin).
 * fp16: 1e-2 absolute + 1e-2 relative (fp16 has 11 significant bits, and sums over up to 64 terms).
 
 The boundary quantization runs in the delegate (payload version 2), so these figures are the HTP's own; with the
-float32 graph I/O of version 1, which the HTP converts through fp16, 16-bit convolutions were 13-26 steps off.
+float32 graph I/O of version 1, which the HTP converts through fp16, a 16-bit convolution was 13 steps off and
+linear + ReLU 26 (``bench/qnn_numerics.py`` section 2 prints both, and the measured maxima of WIDE_16BIT).
 """
 from __future__ import annotations
 

@@ -232,9 +232,7 @@ def export_partition(ep: ExportedProgram, fp16: bool, graph_name: str) -> Export
             if emit is None:
                 raise ExportError(f"{node.target} (node {node.name}) has no ONNX emitter for QNN")
             try:
-                b.names[node] = emit(b, node)
-                if not fp16 and node.target is not torch.ops.aten.linear.default:
-                    b.names[node] = b.quantize_for_fused_activation(node, b.names[node])
+                b.names[node] = b.quantize_for_fused_activation(node, emit(b, node))
             except ExportError:
                 raise
             except Exception as exc:  # an emitter bug: name the node
@@ -246,12 +244,9 @@ def export_partition(ep: ExportedProgram, fp16: bool, graph_name: str) -> Export
                 b.add("Identity", [source], "out")
                 b.nodes[-1].output[0] = name
                 meta = value.meta.get("val")
-                outputs.append(IOTensor(name, tuple(int(d) for d in meta.shape), b.qparams.get(source)))
+                outputs.append(IOTensor(name, tuple(int(d) for d in meta.shape)))
     if not fp16:
         _integer_boundary(b, inputs, outputs)
-    else:
-        for io in outputs:
-            io.qparams = None
 
     def info(io):
         return helper.make_tensor_value_info(io.name, io.qparams.onnx_type if io.qparams else TensorProto.FLOAT, io.shape)
@@ -277,7 +272,7 @@ def _integer_boundary(b: GraphBuilder, inputs: list, outputs: list) -> None:
     (the delegate quantizes it, payload version 2), and an output that is a per-tensor ``DequantizeLinear``
     becomes that integer value (the delegate dequantizes it). The HTP converts float32 graph I/O through fp16,
     which moved 16-bit values by up to ~30 steps; the delegate's conversion is the reference's, in float32.
-    Sets ``qparams`` of each converted tensor and ``None`` on the others (they stay float32)."""
+    Sets ``qparams`` of each converted tensor; the others keep ``None`` (they stay float32)."""
     inits = {t.name: t for t in b.initializers}
     producer = {o: n for n in b.nodes for o in n.output}
 
@@ -293,7 +288,6 @@ def _integer_boundary(b: GraphBuilder, inputs: list, outputs: list) -> None:
         return a.onnx_type == c.onnx_type and float(a.scale) == float(c.scale) and int(a.zero_point) == int(c.zero_point)
 
     for io in inputs:
-        io.qparams = None
         readers = [n for n in b.nodes if io.name in n.input]
         params = [qparams(n) if n.op_type == "QuantizeLinear" and n.input[0] == io.name else None for n in readers]
         if not readers or any(p is None or not same(p, params[0]) for p in params):
@@ -308,7 +302,6 @@ def _integer_boundary(b: GraphBuilder, inputs: list, outputs: list) -> None:
                     n.input[i] = renamed[name]
     renamed_outputs = set()
     for io in outputs:
-        io.qparams = None
         identity = producer.get(io.name)
         source = producer.get(identity.input[0]) if identity is not None else None
         if source is None or source.op_type != "DequantizeLinear" or source.input[0] not in producer:

@@ -123,8 +123,10 @@ def linear(b: GraphBuilder, node) -> str:
     in_shape, out_shape = _shape(x_node), _shape(node)
     bias = _bias(b, node, x, w)
     if len(in_shape) == 2:
-        return b.quantize_for_fused_activation(node, b.add("Gemm", [x, w, *bias], node.name, transB=1))
-    # Gemm is 2-D: flatten the leading dims and restore them, repeating the quantization around reshapes.
+        return b.add("Gemm", [x, w, *bias], node.name, transB=1)
+    # Gemm is 2-D: flatten the leading dims and restore them, repeating the quantization around reshapes (the
+    # output's: its quantize, or that of the activation fused after it; export_partition then repeats the
+    # latter after the reshape).
     flat = b.add("Reshape", [x, b.ints([-1, in_shape[-1]])], f"{node.name}_in")
     flat = b.requantize_like(flat, b.qparams.get(x), f"{node.name}_in")
     y = b.add("Gemm", [flat, w, *bias], node.name, transB=1)
@@ -132,14 +134,11 @@ def linear(b: GraphBuilder, node) -> str:
     activation = fused_activation(node)
     out_q = next(iter(activation.users)) if activation is not None else \
         users[0] if len(users) == 1 and users[0].target is qd.quantize_per_tensor.default else None
-    qp = None
     if out_q is not None and not b.fp16:
         scale, zp, qmin, qmax, dtype = _scalar_args(out_q, 1)
         qp, s, z = b.qdq_params(scale, zp, quant_type(dtype, qmin, qmax), f"{node.name}_out")
         y = b.dequantize(b.add("QuantizeLinear", [y, s, z], f"{node.name}_outq"), qp, s, z, f"{node.name}_out")
-    y = b.add("Reshape", [y, b.ints(out_shape)], node.name)
-    # Fused: the activation reads the reshaped value, so it needs its quantization repeated.
-    return b.requantize_like(y, qp, f"{node.name}_reshaped") if activation is not None else y
+    return b.add("Reshape", [y, b.ints(out_shape)], node.name)
 
 
 def matmul(b: GraphBuilder, node) -> str:

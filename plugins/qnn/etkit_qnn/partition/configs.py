@@ -225,10 +225,8 @@ def fused_activation(node: torch.fx.Node) -> Optional[torch.fx.Node]:
     (user,) = node.users
     if user.target not in FUSED_ACTIVATIONS or user.args[0] is not node:
         return None
-    if not user.users or any("quantize_per_tensor" not in str(u.target) or "dequantize" in str(u.target)
-                             for u in user.users):
-        return None
-    return user
+    quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
+    return user if user.users and all(u.target is quantize for u in user.users) else None
 
 
 #: Float dtypes the HTP takes in each precision (fp16 precision compiles float32 graphs to run in fp16).

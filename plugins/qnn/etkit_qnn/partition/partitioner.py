@@ -7,7 +7,7 @@ Precision follows the compile specs (``generate_htp_compiler_spec(use_fp16=...)`
   ``dequantize`` (or is a constant) and every user is a ``quantize`` (or, for a convolution, linear or add,
   a ReLU/clamp fused into it whose users are). The ``quantize`` nodes of the group's
   inputs and the ``dequantize`` nodes of its outputs go inside as well, so a delegate takes and returns
-  float32 tensors and quantizes and dequantizes on the HTP.
+  float32 tensors (the delegate converts them to and from the context's integer tensors, as PT2E does).
 * fp16: float32 ops the HTP has run in fp16; ``quantize``/``dequantize`` nodes stay outside.
 
 Every op left outside is in :meth:`QnnPartitioner.report` with its reason.

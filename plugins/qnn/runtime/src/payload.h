@@ -15,20 +15,22 @@ constexpr uint32_t kPayloadVersion = 2;
 constexpr size_t kMaxTensors = 64;
 constexpr size_t kMaxRank = 8;
 
-/// Verifies `data` and returns its root in `*out`. Errors (DelegateInvalidCompatibility, with a message
-/// through set_error): not a QNN payload (identifier), a flatbuffer that does not verify (truncated or
-/// corrupt), another version, a missing or empty field, too many tensors, a non-positive dimension, a
-/// quantization with an unknown dtype or a scale that is not a positive finite number.
-/// The ONNX element type and byte size of a quantization dtype ("uint8", "int8", "uint16", "int16"), and its
-/// integer range; false for another string.
+/// An integer tensor type of the context's boundary: ONNX element type, bytes per element, integer range.
 struct QuantizedType {
   int onnx;  // ONNX TensorProto.DataType: 2 uint8, 3 int8, 4 uint16, 5 int16
   size_t size;
   int32_t qmin;
   int32_t qmax;
 };
+
+/// The type of a quantization dtype ("uint8", "int8", "uint16", "int16"); false for another string.
 bool quantized_type(const flatbuffers::String* dtype, QuantizedType* out);
 
+/// Verifies `data` and returns its root in `*out`. Errors (DelegateInvalidCompatibility, with a message
+/// through set_error): not a QNN payload (identifier), a flatbuffer that does not verify (truncated or
+/// corrupt), another version, a missing or empty field, too many tensors, a non-positive dimension, a
+/// quantization with an unknown dtype, a scale that is not a positive finite number or a zero point outside
+/// the dtype's range.
 etkit::runtime::Error parse_payload(const void* data, size_t size, const fb::QnnPayload** out);
 
 }  // namespace etkit_qnn
