@@ -166,6 +166,8 @@ def main(argv=None) -> int:
     p.set_defaults(fn=_cmd_runner_build)
     from .scaffold.cli import add_subcommand as _add_new_backend
     _add_new_backend(sub)
+    from .llm.cli import add_subcommand as _add_llm
+    _add_llm(sub)
     args = parser.parse_args(argv)
     return args.fn(args)
 

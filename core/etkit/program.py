@@ -32,6 +32,11 @@ def _as_dict(programs: ProgramsArg) -> dict:
                     f"{type(programs).__name__}")
 
 
+def _constant_methods(constant_methods: Optional[dict], programs: dict) -> dict:
+    from .emit.constant_methods import validate_constant_methods  # imports the generated etkit.fb
+    return validate_constant_methods(constant_methods, programs)
+
+
 def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileConfig,
                        partitioners: Sequence[Partitioner] = ()) -> ExportedProgram:
     table = torch.export.default_decompositions()
@@ -89,18 +94,25 @@ def to_edge(programs: ProgramsArg, constant_methods: Optional[dict] = None,
 
     Args:
         programs: an ``ExportedProgram`` (method ``forward``) or ``{method name: ExportedProgram}``.
-        constant_methods: accepted for API compatibility; not supported yet (raises if non-empty).
+        constant_methods: ``{method name: value}``, as in ExecuTorch's ``exir.to_edge``: each entry becomes
+            one more method of the program, with no inputs, returning the value (often configuration, e.g.
+            ``{"get_max_seq_len": 128, "get_eos_ids": [2, 3]}``). A value is an ``int``, ``float``,
+            ``bool``, ``str``, ``torch.dtype``, ``torch.layout`` or ``torch.Tensor`` (stored as a
+            constant), or a list/tuple/dict of them: each element is one output of the method
+            (``get_eos_ids`` above returns 2 values). See :mod:`etkit.emit.constant_methods`.
         compile_config: :class:`EdgeCompileConfig`.
     Returns:
         :class:`EdgeProgramManager`.
     Raises:
         etkit.dialects.edge.EdgeDialectError: a value has a dtype a .pte cannot hold.
+        TypeError: a constant method's value (or an element of it) has another type; the message names it.
+        ValueError: a constant method has the name of one of ``programs``' methods.
     """
-    if constant_methods:
-        raise NotImplementedError("constant_methods are not supported by etkit yet")
+    programs = _as_dict(programs)
+    constant_methods = _constant_methods(constant_methods, programs)
     config = compile_config or EdgeCompileConfig()
-    edge = {name: _decompose_to_edge(ep, (), config) for name, ep in _as_dict(programs).items()}
-    return EdgeProgramManager(edge, config)
+    edge = {name: _decompose_to_edge(ep, (), config) for name, ep in programs.items()}
+    return EdgeProgramManager(edge, config, constant_methods=constant_methods)
 
 
 def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequence = (),
@@ -112,14 +124,23 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
     Partitioners are applied in order; each sees what the previous ones left. Per method,
     ``partitioner`` may also be ``{method name: [partitioners]}``.
 
+    Args:
+        programs: an ``ExportedProgram`` (method ``forward``) or ``{method name: ExportedProgram}``.
+        transform_passes: graph passes applied to every method before lowering.
+        partitioner: a :class:`Partitioner`, a list of them, or ``{method name: [partitioners]}``.
+        constant_methods: ``{method name: value}``, methods with no inputs returning constant values, as
+            in ExecuTorch's ``exir.to_edge_transform_and_lower`` (see :func:`to_edge`).
+        compile_config: :class:`EdgeCompileConfig`.
     Returns:
         :class:`EdgeProgramManager`; its :attr:`~EdgeProgramManager.partition_reports` say what each
         partitioner delegated and why each other node stayed out.
+    Raises:
+        TypeError: a constant method's value (or an element of it) has a type a .pte cannot hold.
+        ValueError: a constant method has the name of one of ``programs``' methods.
     """
-    if constant_methods:
-        raise NotImplementedError("constant_methods are not supported by etkit yet")
-    config = compile_config or EdgeCompileConfig()
     programs = _as_dict(programs)
+    constant_methods = _constant_methods(constant_methods, programs)
+    config = compile_config or EdgeCompileConfig()
     if partitioner is None:
         per_method = {name: [] for name in programs}
     elif isinstance(partitioner, dict):
@@ -131,7 +152,7 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
     for name, ep in programs.items():
         keep_by_method[name] = _ops_to_keep(per_method[name], ep)
         edge[name] = _decompose_to_edge(ep, keep_by_method[name], config, per_method[name])
-    manager = EdgeProgramManager(edge, config)
+    manager = EdgeProgramManager(edge, config, constant_methods=constant_methods)
     for fn in transform_passes:
         manager = manager.transform([fn])
     for name in programs:
@@ -163,9 +184,12 @@ def _decompose_declined(ep: ExportedProgram, kept: Sequence, config: EdgeCompile
 class EdgeProgramManager:
     """Edge-dialect programs, one per method; lowered with :meth:`to_backend`, written with :meth:`to_executorch`."""
 
-    def __init__(self, programs: dict, compile_config: Optional[EdgeCompileConfig] = None) -> None:
+    def __init__(self, programs: dict, compile_config: Optional[EdgeCompileConfig] = None,
+                 constant_methods: Optional[dict] = None) -> None:
         self._programs = dict(programs)
         self.compile_config = compile_config or EdgeCompileConfig()
+        #: ``{method name: value}`` of the constant methods (ExecuTorch's attribute name), or None.
+        self._config_methods: Optional[dict] = dict(constant_methods) if constant_methods else None
         #: ``{method name: [PartitionReport, ...]}``, one per partitioner applied.
         self.partition_reports: dict = {name: [] for name in programs}
         #: How the methods were lowered, for fallback twins (set by ``to_edge_transform_and_lower``).
@@ -174,6 +198,11 @@ class EdgeProgramManager:
     @property
     def methods(self) -> set:
         return set(self._programs)
+
+    @property
+    def config_methods(self) -> set:
+        """Names of the constant methods (``constant_methods`` of :func:`to_edge`)."""
+        return set(self._config_methods) if self._config_methods else set()
 
     def exported_program(self, method_name: str = "forward") -> ExportedProgram:
         """The Edge ``ExportedProgram`` of one method."""
@@ -191,7 +220,7 @@ class EdgeProgramManager:
                     ep.graph_module.graph = gm.graph
                 ep.graph_module.recompile()
             new[name] = ep
-        manager = EdgeProgramManager(new, self.compile_config)
+        manager = EdgeProgramManager(new, self.compile_config, constant_methods=copy.deepcopy(self._config_methods))
         manager.partition_reports = {k: list(v) for k, v in self.partition_reports.items()}
         return manager
 
@@ -203,7 +232,8 @@ class EdgeProgramManager:
 
     def to_backend(self, partitioner: Union[Partitioner, dict]) -> "EdgeProgramManager":
         """Lower every method with ``partitioner`` (or ``{method: partitioner}``); returns a new manager."""
-        manager = EdgeProgramManager(dict(self._programs), self.compile_config)
+        manager = EdgeProgramManager(dict(self._programs), self.compile_config,
+                                     constant_methods=copy.deepcopy(self._config_methods))
         manager.partition_reports = {k: list(v) for k, v in self.partition_reports.items()}
         recipe = self._recipe
         if recipe is not None:
@@ -226,8 +256,9 @@ class EdgeProgramManager:
         programs = dict(self._programs)
         if config.delegate_fallback:
             programs.update(fallback_twins(self._recipe, self._programs, config.delegate_fallback))
-        contents, plans = build_program(programs, config)
-        return ExecutorchProgramManager(contents, config, plans, time.perf_counter() - start)
+        contents, plans = build_program(programs, config, self._config_methods)
+        return ExecutorchProgramManager(contents, config, plans, time.perf_counter() - start,
+                                        config_methods=self._config_methods)
 
 
 @dataclass
@@ -260,13 +291,20 @@ class ExecutorchBackendConfig:
 class ExecutorchProgramManager:
     """A program ready to be written: :attr:`buffer` holds the ``.pte`` bytes."""
 
-    def __init__(self, contents, config: ExecutorchBackendConfig, plans: dict, emit_seconds: float) -> None:
+    def __init__(self, contents, config: ExecutorchBackendConfig, plans: dict, emit_seconds: float,
+                 config_methods: Optional[dict] = None) -> None:
         self._contents = contents
+        self._config_methods = config_methods
         self.config = config
         #: ``{method name: MemoryPlan}`` of each method.
         self.memory_plans = plans
         self.emit_seconds = emit_seconds
         self._buffer: Optional[bytes] = None
+
+    @property
+    def config_methods(self) -> set:
+        """Names of the constant methods written in the program."""
+        return set(self._config_methods) if self._config_methods else set()
 
     @property
     def buffer(self) -> bytes:

@@ -140,7 +140,7 @@ using InputArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
 /// Runs the method. `inputs` holds, per method input, either a tuple (scalar_type, sizes, array) for a
 /// tensor (array: any contiguous CPU buffer of the right byte size) or a Python int/float/bool.
-/// Returns, per output, (scalar_type, sizes, uint8 array of the bytes) for tensors, or the scalar.
+/// Returns, per output, (scalar_type, sizes, uint8 array of the bytes) for tensors, or the scalar (or str).
 nb::list execute(MethodHolder& h, nb::list inputs) {
   rt::Method& m = *h.method;
   if (inputs.size() != m.inputs_size()) {
@@ -252,6 +252,9 @@ nb::list execute(MethodHolder& h, nb::list inputs) {
       out.append(nb::float_(v.to_double()));
     } else if (v.is_bool()) {
       out.append(nb::bool_(v.to_bool()));
+    } else if (v.is_string()) {  // e.g. a constant method returning a str
+      rt::Span<const char> s = v.to_string();
+      out.append(nb::str(s.data(), s.size()));
     } else {
       out.append(nb::none());
     }

@@ -48,6 +48,7 @@ from etkit.fb.TensorList import TensorListT
 from ..backend.delegate import executorch_call_delegate
 from ..backend.utils import CONSTANT_KINDS, get_constant
 from ..dialects.edge import SYM_OPS, SYM_SIZE_OPS
+from ..passes.inplace_updates import inplace_update_call, is_inplace_update
 from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation
 from ..passes.out_variants import bind_arguments, kernel_name, out_variant
 from .dtypes import LAYOUT, MEMORY_FORMAT, dim_order, scalar_type
@@ -326,6 +327,9 @@ class MethodEmitter:
             nonConstBufferSizes=list(self.plan.buffer_sizes), nonConstBufferDevice=None)
 
     def _allocate_outputs(self, node, position, end) -> None:
+        if is_inplace_update(node):
+            self._allocate_inplace_update(node, position, end)
+            return
         if node.target is operator.getitem:
             source = self.node_values.get(node.args[0])
             if not isinstance(source, tuple):
@@ -379,6 +383,9 @@ class MethodEmitter:
     def _emit_call(self, node) -> None:
         if node.target is operator.getitem:
             return
+        if is_inplace_update(node):
+            self._emit_inplace_update(node)
+            return
         if node.target is executorch_call_delegate:
             lowered = getattr(self.ep.graph_module, node.args[0].target)
             self.data.delegate_data.append(lowered.processed_bytes)
@@ -425,10 +432,46 @@ class MethodEmitter:
                           KernelCallT(opIndex=self._operator_index(out_op), args=args + outs + [returned]))
 
     def _emit_copy_into(self, dst: int, src: int) -> None:
-        """``aten::copy_(dst, src, non_blocking=False)``, its return (dst) last, as a KernelCall."""
+        """``aten::copy_(dst, src, non_blocking=False)``, its return (dst) last, as a KernelCall; nothing when
+        ``dst`` already holds the value (a buffer an op updated in place)."""
+        if dst == src:
+            return
         op = torch.ops.aten.copy_.default
         self._instruction(InstructionArguments.KernelCall,
                           KernelCallT(opIndex=self._operator_index(op), args=[dst, src, self._scalar(False), dst]))
+
+    # -- ops that update a mutable buffer in place (llama::update_cache) ------------------------------------
+    def _allocate_inplace_update(self, node, position, end) -> None:
+        """An ``auto_functionalized_v2`` call of a mutating op whose mutated arguments are mutable buffers:
+        the op writes into the buffers' own memory, so its "new value" outputs are the buffers' values, and
+        only its return is planned."""
+        call = inplace_update_call(self.ep, node, position)
+        if isinstance(call, str):
+            raise EmitError(call)
+        ret = node.meta["val"][0] if isinstance(node.meta.get("val"), (tuple, list)) else None
+        outs = []
+        if isinstance(ret, torch.Tensor):
+            users = [u for u in node.users if u.target is operator.getitem and u.args[1] == 0]
+            last = max([self._last_use(u, position, end) for u in users], default=position[node])
+            outs.append(self._planned_tensor(node, ret, f"{node.name}[0]", (position[node], last)))
+        else:
+            raise EmitError(f"node {node.name}: {call.op} returns {type(ret).__name__}; etkit emits in-place "
+                            f"updates of ops that return one tensor (as llama::update_cache does)")
+        outs += [self._value_of(node, base) for base in call.bases]
+        self.node_values[node] = tuple(outs)
+
+    def _emit_inplace_update(self, node) -> None:
+        call = inplace_update_call(self.ep, node)
+        try:
+            out_op = out_variant(call.op)
+        except LookupError as exc:
+            raise EmitError(f"node {node.name}: {exc}") from None
+        args = [self._argument(node, arg, call.arguments[arg.name] if arg.name in call.arguments
+                               else (arg.default_value if arg.has_default_value() else None))
+                for arg in out_op._schema.arguments if not arg.is_out]
+        ret = self.node_values[node][0]
+        self._instruction(InstructionArguments.KernelCall,
+                          KernelCallT(opIndex=self._operator_index(out_op), args=args + [ret, ret]))
 
     def _emit_sym_op(self, node) -> None:
         """Size arithmetic: ``executorch_prim::<op>.Scalar(a, b, out)`` / ``aten::sym_size.int(self, dim, out)``,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Optional
 
 import torch
 
@@ -11,6 +12,7 @@ from ..passes.constant_folding import fold_constants
 from ..passes.memory_planning import MemoryPlanningPass
 from ..plugins import get_plugin_manager
 from ..serialize import PteContents
+from .constant_methods import emit_constant_method, validate_constant_methods
 from .method_emitter import MethodEmitter, ProgramData
 
 #: ``Program.version`` ExecuTorch 1.5 writes and reads.
@@ -31,8 +33,14 @@ def _sync_signature_names(ep) -> None:
             spec.arg.name = node.name
 
 
-def build_program(programs: dict, config) -> tuple:
-    """Emit ``{method name: lowered Edge ExportedProgram}``; returns ``(PteContents, {method: MemoryPlan})``."""
+def build_program(programs: dict, config, constant_methods: Optional[dict] = None) -> tuple:
+    """Emit ``{method name: lowered Edge ExportedProgram}``; returns ``(PteContents, {method: MemoryPlan})``.
+
+    The methods' plans are sorted by name; the plans of ``constant_methods`` (``{name: value}``, see
+    :mod:`etkit.emit.constant_methods`) follow them in the order given, as ExecuTorch's ``emit_program``
+    appends them (so the first plan is always a real method).
+    """
+    constant_methods = validate_constant_methods(constant_methods, programs)
     planner = config.memory_planning_pass or MemoryPlanningPass()
     alignment = get_plugin_manager().memory_alignment()
     data = ProgramData()
@@ -48,6 +56,8 @@ def build_program(programs: dict, config) -> tuple:
         emitter = MethodEmitter(name, ep, data, planner, alignment)
         plans.append(emitter.emit())
         plans_by_name[name] = emitter.plan
+    for name, value in constant_methods.items():
+        plans.append(emit_constant_method(name, value, data))
     program = ProgramT(version=PROGRAM_VERSION, executionPlan=plans)
     contents = PteContents(program=program, constant_data=data.constant_data, delegate_data=data.delegate_data,
                            mutable_data=data.mutable_data if len(data.mutable_data) > 1 else [],

@@ -47,10 +47,9 @@ def resolve_backends(names: Sequence[str]):
     registry = get_plugin_manager().registry
     specs = []
     for name in names:
-        matches = [s for s in registry.specs()
-                   if name.lower() in (s.backend_id.lower(), registry.owner(s.backend_id).lower())]
+        matches = registry.find(name)
         if not matches:
-            known = ", ".join(f"{registry.owner(s.backend_id)} ({s.backend_id})" for s in registry.specs()) or "none"
+            known = ", ".join(registry.names()) or "none"
             raise NativeBuildError(f"no installed backend named {name!r} (installed: {known}); pip install its "
                                    f"plugin, then check `etkit backends`")
         for spec in matches:

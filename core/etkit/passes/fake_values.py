@@ -35,6 +35,10 @@ def propagate_fake_values(gm: torch.fx.GraphModule) -> None:
             if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
                 continue  # getitem follows its producer below; size arithmetic keeps its symbols
             args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+            if any(isinstance(a, torch.SymInt) for a in torch.utils._pytree.tree_leaves((args, kwargs))):
+                # a size computed from data (``input_pos[0].item()``): export's metadata already holds the
+                # result's symbolic shape, which re-running would have to guard on
+                continue
             node.meta["val"] = node.target(*args, **kwargs)
             for user in node.users:
                 if user.op == "call_function" and user.target is operator.getitem:

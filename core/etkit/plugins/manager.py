@@ -65,6 +65,15 @@ class BackendRegistry:
     def owner(self, backend_id: str) -> str:
         return self._owners[backend_id]
 
+    def find(self, name: str) -> list[BackendSpec]:
+        """The specs whose backend id or plugin (entry-point) name is ``name``, case-insensitively: what a
+        user types (a plugin's name or its backend id); empty when none matches."""
+        return [s for s in self.specs() if name.lower() in (s.backend_id.lower(), self.owner(s.backend_id).lower())]
+
+    def names(self) -> list[str]:
+        """``"plugin (BackendId)"`` for every registered backend, as error messages list them."""
+        return [f"{self.owner(s.backend_id)} ({s.backend_id})" for s in self.specs()]
+
     def get(self, backend_id: str) -> BackendSpec:
         try:
             return self._specs[backend_id]

@@ -219,12 +219,14 @@ class Method:
             return None
         return "\n".join([reason, *_unavailable_backend_reasons(reason)])
 
-    def execute(self, inputs: Sequence[Any]) -> list:
+    def execute(self, inputs: Sequence[Any] = ()) -> list:
         """Runs the method on ``inputs`` (torch.Tensors for tensor inputs, Python scalars otherwise).
 
         Each tensor must have the planned dtype and rank, and the planned sizes unless the input is
         dynamic (then at most the planned upper bounds). Returns the outputs as new torch.Tensors
-        (copies: they stay valid after the next execute) or Python scalars.
+        (copies: they stay valid after the next execute) or Python scalars (int, float, bool, str).
+        A method without inputs, such as a constant method (``to_edge(..., constant_methods=...)``),
+        runs with ``execute()``.
 
         Raises:
             ValueError: wrong number of inputs, or an input's dtype/shape differs from the plan

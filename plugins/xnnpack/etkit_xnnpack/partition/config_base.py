@@ -112,6 +112,11 @@ class XnnpackOpConfig:
         outs = tensor_vals(node)
         if not outs:
             return "no tensor metadata on the node (re-export the model)"
+        for arg in node.all_input_nodes:
+            if not tensor_vals(arg):
+                # a size or position computed while the program runs (``x[0].item()``, ``x.size(1)``): the
+                # delegate's graph is built once, at init, with every parameter fixed
+                return f"argument {arg.name} is a value computed at run time, not a tensor or a constant"
         checked = list(outs)
         if self.fp32_inputs_only:
             checked += [v for n in node.all_input_nodes for v in tensor_vals(n)]

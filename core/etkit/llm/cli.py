@@ -1,0 +1,92 @@
+"""``etkit llm export`` and ``etkit llm generate``."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _cmd_export(args) -> int:
+    from .export import LlmConfig, LlmExportError, export_llm, load_model
+    from .model import UnsupportedModelError
+    config = LlmConfig(max_seq_len=args.max_seq_len, max_context_len=args.max_context_len, dtype=args.dtype,
+                       quantize=args.quantize, group_size=args.group_size, embedding_quantize=args.embedding_quantize,
+                       use_sdpa_with_kv_cache=not args.no_sdpa_with_kv_cache, backend=args.backend,
+                       enable_dynamic_shape={"auto": None, "on": True, "off": False}[args.dynamic_shape])
+
+    def progress(line: str) -> None:
+        print(f"etkit llm export: {line}", file=sys.stderr, flush=True)
+
+    try:
+        config.check()
+        model, tokenizer = load_model(args.model)
+        program = export_llm(model, config, progress=progress)
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+        program.write_to_file(args.output)
+        tokenizer_dir = args.tokenizer_dir or os.path.dirname(os.path.abspath(args.output))
+        tokenizer.save_pretrained(tokenizer_dir)
+    except (LlmExportError, UnsupportedModelError, OSError) as exc:
+        print(f"etkit llm export: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.1f} MB) and the tokenizer to {tokenizer_dir} "
+          f"(tokenizer.json)")
+    return 0
+
+
+def _cmd_generate(args) -> int:
+    from .runner import GenerationConfig, GenerationError, TextLLMRunner
+    from etkit.runtime import set_num_threads
+    try:
+        set_num_threads(args.threads)
+        runner = TextLLMRunner(args.model, args.tokenizer)
+        config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                                  seed=args.seed, echo=args.echo, num_bos=args.num_bos,
+                                  apply_chat_template=args.chat, truncate_prompt=args.truncate_prompt)
+        _, stats = runner.generate(args.prompt, config,
+                                   token_callback=lambda piece: print(piece, end="", flush=True))
+    except (GenerationError, OSError, ValueError) as exc:
+        print(f"\netkit llm generate: {exc}", file=sys.stderr)
+        return 2
+    print()
+    print(stats.line(), file=sys.stderr)
+    return 0
+
+
+def add_subcommand(subparsers) -> None:
+    """Add ``llm export`` / ``llm generate`` to the ``etkit`` command's subparsers."""
+    p = subparsers.add_parser("llm", help="export a decoder-only language model and generate text with it")
+    sub = p.add_subparsers(dest="llm_command", required=True)
+    p = sub.add_parser("export", help="export a Llama-family model (Hugging Face directory or .gguf) to a .pte "
+                                      "with a KV cache")
+    p.add_argument("--model", required=True, help="a Hugging Face model directory or a .gguf file")
+    p.add_argument("-o", "--output", required=True, help="the .pte to write")
+    p.add_argument("--tokenizer-dir", default=None,
+                   help="where to save tokenizer.json and its chat template (default: beside the .pte)")
+    p.add_argument("--backend", default="portable",
+                   help="a backend plugin as `etkit backends` lists it (e.g. the CPU delegate), or portable "
+                        "(default)")
+    p.add_argument("--max-seq-len", type=int, default=128, help="most tokens per forward call (default 128)")
+    p.add_argument("--max-context-len", type=int, default=512, help="KV cache rows (default 512)")
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"])
+    p.add_argument("--quantize", default=None, choices=["8da4w", "8da8w", "4w", "8w"],
+                   help="linear layers' quantization (torchao)")
+    p.add_argument("--group-size", type=int, default=32, help="4-bit weight group size (0: per channel)")
+    p.add_argument("--embedding-quantize", default=None, help="not supported yet")
+    p.add_argument("--no-sdpa-with-kv-cache", action="store_true",
+                   help="attention by ATen SDPA instead of llama::custom_sdpa")
+    p.add_argument("--dynamic-shape", default="auto", choices=["auto", "on", "off"],
+                   help="one forward takes 1..max_seq_len tokens (auto: on for portable, off for a delegate)")
+    p.set_defaults(fn=_cmd_export)
+    p = sub.add_parser("generate", help="generate text from a .pte made by `etkit llm export`")
+    p.add_argument("--model", required=True, help="the .pte")
+    p.add_argument("--tokenizer", required=True, help="tokenizer.json (or a SentencePiece / tiktoken model)")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-bos", type=int, default=0, help="BOS tokens to put before the prompt")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the tokenizer's chat template")
+    p.add_argument("--echo", action="store_true", help="print the prompt before the generated text")
+    p.add_argument("--truncate-prompt", action="store_true", help="keep the end of a prompt too long for the cache")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads for delegates (default 1)")
+    p.set_defaults(fn=_cmd_generate)

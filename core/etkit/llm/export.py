@@ -1,0 +1,236 @@
+"""``export_llm``: a decoder-only transformer to a ``.pte`` a text runner can drive.
+
+Names follow ExecuTorch's ``export_llm`` / ``LlmConfig`` (seed pages "Exporting LLMs", "Exporting custom
+LLMs"): ``max_seq_len``, ``max_context_len``, ``dtype``, ``quantize``, ``group_size``, ``use_kv_cache``,
+``use_sdpa_with_kv_cache``, ``enable_dynamic_shape``, ``backend``; the program carries ExecuTorch's runner
+metadata as constant methods (``get_max_seq_len``, ``get_max_context_len``, ``get_vocab_size``,
+``get_bos_id``, ``get_eos_ids``, ``use_kv_cache``, ``use_sdpa_with_kv_cache``, ``enable_dynamic_shape``, ...).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+from .model import StaticKVDecoder
+
+log = logging.getLogger("etkit.llm")
+
+QUANTIZE_MODES = ("8da4w", "8da8w", "4w", "8w")
+
+
+class LlmExportError(ValueError):
+    """An ``LlmConfig`` that cannot be exported (the message names the option and what to do)."""
+
+
+@dataclass
+class LlmConfig:
+    """How :func:`export_llm` exports a model.
+
+    Attributes:
+        max_seq_len: most tokens one ``forward`` call takes (the prefill chunk); with a static shape
+            (``enable_dynamic_shape=False``) every call takes exactly one token.
+        max_context_len: rows of the KV cache: the longest prompt plus generated text.
+        dtype: ``"fp32"`` (``"fp16"`` is refused for now).
+        quantize: linear layers' quantization: ``"8da4w"`` (int8 dynamic activations, int4 weights per
+            ``group_size``), ``"8da8w"`` (int8 weights per channel), ``"4w"`` / ``"8w"`` (weight-only), or
+            ``None``. Uses torchao's ``quantize_``; a CPU delegate runs the 8da forms as dynamically quantized
+            fully connected layers.
+        group_size: weights per quantization group for 4-bit weights (what the backend supports, often a
+            multiple of 32);
+            0 means per output channel.
+        embedding_quantize: not supported yet (``None``).
+        use_kv_cache: keep keys and values in static caches (mutable buffers); ``False`` is refused for now.
+        use_sdpa_with_kv_cache: attention by ``llama::custom_sdpa`` over the cache (default) or by ATen SDPA.
+        enable_dynamic_shape: one ``forward`` takes 1..``max_seq_len`` tokens. ``None`` picks: ``True``
+            for the portable backend, ``False`` for a delegate (which runs static shapes best).
+        backend: a backend plugin's name or id as ``etkit backends`` lists it, or ``"portable"`` (the
+            default, as in ExecuTorch's ``LlmConfig``) for the portable kernels only.
+        generate_full_logits: ``forward`` returns logits of every token ([1, S, vocab]) instead of the last.
+        bos_id, eos_ids: written as ``get_bos_id`` / ``get_eos_ids``; :func:`export_llm` fills them from the
+            model's ``generation_config`` / ``config`` when ``None``.
+    """
+
+    max_seq_len: int = 128
+    max_context_len: int = 512
+    dtype: str = "fp32"
+    quantize: Optional[str] = None
+    group_size: int = 32
+    embedding_quantize: Optional[str] = None
+    use_kv_cache: bool = True
+    use_sdpa_with_kv_cache: bool = True
+    enable_dynamic_shape: Optional[bool] = None
+    backend: str = "portable"
+    generate_full_logits: bool = False
+    bos_id: Optional[int] = None
+    eos_ids: Optional[list] = None
+    extra_metadata: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Raises :class:`LlmExportError` naming the first option that cannot be honoured."""
+        if self.dtype != "fp32":
+            raise LlmExportError(f"dtype {self.dtype!r} is not supported yet; use 'fp32' (quantize with "
+                                 f"quantize='8da4w' for smaller weights)")
+        if self.quantize is not None and self.quantize not in QUANTIZE_MODES:
+            raise LlmExportError(f"quantize {self.quantize!r} is unknown; choose one of {', '.join(QUANTIZE_MODES)}")
+        if self.embedding_quantize is not None:
+            raise LlmExportError(f"embedding_quantize {self.embedding_quantize!r} is not supported yet; leave it unset")
+        if not self.use_kv_cache:
+            raise LlmExportError("use_kv_cache=False is not supported; etkit exports a static KV cache")
+        if self.max_seq_len < 1 or self.max_context_len < 1:
+            raise LlmExportError(f"max_seq_len ({self.max_seq_len}) and max_context_len ({self.max_context_len}) "
+                                 f"must be positive")
+        if self.max_seq_len > self.max_context_len:
+            raise LlmExportError(f"max_seq_len ({self.max_seq_len}) exceeds max_context_len ({self.max_context_len}): "
+                                 f"a prompt chunk must fit in the KV cache")
+        if self.group_size < 0:
+            raise LlmExportError(f"group_size {self.group_size} must be >= 0 (0: per channel)")
+
+
+@contextmanager
+def _stage(name: str, progress: Callable[[str], None]):
+    start = time.perf_counter()
+    progress(f"{name}...")
+    yield
+    progress(f"{name}: {time.perf_counter() - start:.1f} s")
+
+
+def _special_ids(hf_model, config: LlmConfig) -> tuple:
+    gen = getattr(hf_model, "generation_config", None)
+    bos = config.bos_id
+    if bos is None:
+        bos = getattr(gen, "bos_token_id", None) if gen is not None else None
+        bos = bos if bos is not None else getattr(hf_model.config, "bos_token_id", None)
+    eos = config.eos_ids
+    if eos is None:
+        eos = getattr(gen, "eos_token_id", None) if gen is not None else None
+        eos = eos if eos is not None else getattr(hf_model.config, "eos_token_id", None)
+    eos = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
+    return (-1 if bos is None else int(bos)), [int(e) for e in eos]
+
+
+def _quantize(module: torch.nn.Module, config: LlmConfig) -> None:
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerAxis, PerGroup
+    bits4 = config.quantize in ("8da4w", "4w")
+    granularity = PerGroup(config.group_size) if bits4 and config.group_size else PerAxis(0)
+    weight_dtype = torch.int4 if bits4 else torch.int8
+    if config.quantize.startswith("8da"):
+        qconfig = Int8DynamicActivationIntxWeightConfig(weight_dtype=weight_dtype, weight_granularity=granularity)
+    else:
+        qconfig = IntxWeightOnlyConfig(weight_dtype=weight_dtype, granularity=granularity)
+    if bits4 and config.group_size:
+        for name, sub in module.named_modules():
+            if isinstance(sub, torch.nn.Linear) and sub.in_features % config.group_size:
+                raise LlmExportError(f"group_size {config.group_size} does not divide {name}'s {sub.in_features} "
+                                     f"input features; pick a divisor (e.g. 32) or 0 for per channel")
+    quantize_(module, qconfig, filter_fn=lambda m, _: isinstance(m, torch.nn.Linear))
+
+
+def _partitioners(backend: str) -> list:
+    if backend == "portable":
+        return []
+    from ..plugins import get_plugin_manager
+    from ..plugins.spec import load_object
+    specs = get_plugin_manager().registry.find(backend)
+    if not specs:
+        known = ", ".join(get_plugin_manager().registry.names()) or "none"
+        raise LlmExportError(f"backend {backend!r} is not installed (installed: {known}; or 'portable'); "
+                             f"pip install its plugin, then check `etkit backends`")
+    partitioners = []
+    for spec in specs:
+        if not spec.partitioners:
+            raise LlmExportError(f"backend {spec.backend_id!r} declares no partitioner")
+        partitioners.append(load_object(next(iter(spec.partitioners.values())))())
+    return partitioners
+
+
+def load_model(path: str, dtype: torch.dtype = torch.float32):
+    """A transformers causal LM and its tokenizer from a Hugging Face directory or a ``.gguf`` file.
+
+    GGUF weights are dequantized to ``dtype`` by transformers (needs the ``gguf`` package).
+
+    Raises:
+        LlmExportError: the path does not exist, or transformers cannot read it (message says why).
+    """
+    import os
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if not os.path.exists(path):
+        raise LlmExportError(f"model path {path!r} does not exist (give a Hugging Face model directory or a .gguf file)")
+    kwargs = {}
+    directory = path
+    if path.endswith(".gguf"):
+        directory, kwargs["gguf_file"] = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, **kwargs).eval()
+        tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+    except (ValueError, OSError, KeyError) as exc:
+        raise LlmExportError(f"transformers cannot load {path!r}: {exc}") from exc
+    return model, tokenizer
+
+
+def export_llm(model, config: Optional[LlmConfig] = None, progress: Optional[Callable[[str], None]] = None):
+    """Export a decoder-only LM with a static KV cache to an ``ExecutorchProgramManager``.
+
+    Args:
+        model: a transformers ``*ForCausalLM`` of the Llama family (``etkit.llm.model.SUPPORTED_MODEL_TYPES``),
+            or a path to a Hugging Face directory or ``.gguf`` file (see :func:`load_model`).
+        config: :class:`LlmConfig` (defaults: fp32, portable, max_seq_len 128, max_context_len 512).
+        progress: called with a line per stage and its duration (default: the ``etkit.llm`` logger).
+    Returns:
+        ``ExecutorchProgramManager`` with method ``forward(tokens int64 [1, S], input_pos int64 [1]) ->
+        logits float32 [1, vocab]`` and the runner's constant methods. ``write_to_file`` writes the ``.pte``.
+    Raises:
+        LlmExportError: a config option cannot be honoured, or the backend is not installed.
+        etkit.llm.model.UnsupportedModelError: the model's architecture is not supported.
+    """
+    import etkit
+    config = config or LlmConfig()
+    config.check()
+    progress = progress or log.info
+    if isinstance(model, str):
+        with _stage(f"load {model}", progress):
+            model, _ = load_model(model)
+    dynamic = config.enable_dynamic_shape
+    if dynamic is None:
+        dynamic = config.backend == "portable"
+    partitioners = _partitioners(config.backend)
+    with _stage("build the decoder with a static KV cache", progress):
+        module = StaticKVDecoder(model, config.max_context_len, config.use_sdpa_with_kv_cache,
+                                 config.generate_full_logits).eval()
+        if config.quantize:
+            _quantize(module, config)
+    bos, eos = _special_ids(model, config)
+    shape = module.shape
+    seq = min(2, config.max_seq_len) if dynamic else 1
+    example = (torch.zeros(1, seq, dtype=torch.long), torch.tensor([0], dtype=torch.long))
+    dynamic_shapes = ({1: torch.export.Dim("seq_len", min=1, max=config.max_seq_len)}, None) if dynamic and \
+        config.max_seq_len > 1 else None
+    with _stage("torch.export", progress), torch.no_grad():
+        ep = torch.export.export(module, example, dynamic_shapes=dynamic_shapes, strict=False)
+    metadata = {
+        "get_max_seq_len": config.max_seq_len,
+        "get_max_context_len": config.max_context_len,
+        "get_vocab_size": shape.vocab_size,
+        "get_n_layers": shape.n_layers,
+        "get_n_kv_heads": shape.n_kv_heads,
+        "get_head_dim": shape.head_dim,
+        "get_max_batch_size": 1,
+        "get_bos_id": bos,
+        "get_eos_ids": eos,
+        "use_kv_cache": config.use_kv_cache,
+        "use_sdpa_with_kv_cache": config.use_sdpa_with_kv_cache,
+        "enable_dynamic_shape": bool(dynamic),
+        **config.extra_metadata,
+    }
+    with _stage(f"lower to {config.backend}", progress):
+        edge = etkit.to_edge_transform_and_lower(ep, partitioner=partitioners, constant_methods=metadata)
+    with _stage("emit the program", progress):
+        program = edge.to_executorch()
+        size = len(program.buffer)
+    progress(f"program: {size / 1e6:.1f} MB")
+    return program

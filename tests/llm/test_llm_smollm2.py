@@ -1,0 +1,79 @@
+"""SmolLM2-135M-Instruct with its real weights: the fp32 program generates the same 64 greedy tokens as
+transformers eager on 5 prompts, through TextLLMRunner, and the CLI exports and generates from the GGUF file."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from etkit.llm import GenerationConfig, LlmConfig, TextLLMRunner, Tokenizer, export_llm
+
+from .conftest import eager_greedy, smollm2_gguf
+
+PROMPTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village by the sea,",
+    "def fibonacci(n):",
+    "Water boils at a temperature of",
+    "The three primary colors are",
+]
+
+
+def _backend() -> str:
+    try:
+        import etkit_xnnpack  # noqa: F401
+        return "xnnpack"
+    except ImportError:
+        return "portable"
+
+
+@pytest.fixture(scope="module")
+def smollm2_program(smollm2, tmp_path_factory):
+    model, tokenizer = smollm2
+    path = tmp_path_factory.mktemp("smollm2") / "model.pte"
+    export_llm(model, LlmConfig(max_seq_len=32, max_context_len=128, backend=_backend()),
+               progress=lambda _: None).write_to_file(str(path))
+    return str(path)
+
+
+def test_fp32_greedy_tokens_equal_transformers(smollm2, smollm2_program):
+    model, tokenizer_path = smollm2
+    runner = TextLLMRunner(smollm2_program, tokenizer_path)
+    tokenizer = Tokenizer(tokenizer_path)
+    for prompt in PROMPTS:
+        ids = tokenizer.encode(prompt)
+        runner.reset()
+        got, _ = runner.generate_tokens(ids, GenerationConfig(max_new_tokens=64))
+        want = eager_greedy(model, ids, 64)
+        assert got == want, \
+            f"{prompt!r}: first difference at token {next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)}"
+
+
+def test_text_generation_with_the_chat_template(smollm2, smollm2_program):
+    runner = TextLLMRunner(smollm2_program, smollm2[1])
+    pieces = []
+    text, stats = runner.generate("What is the capital of France?",
+                                  GenerationConfig(max_new_tokens=24, apply_chat_template=True), pieces.append)
+    assert "Paris" in text and "".join(pieces) == text
+    assert stats.prompt_tokens > 10 and stats.time_to_first_token_ms > 0 and stats.decode_tokens_per_s > 0
+
+
+def test_cli_export_and_generate(tmp_path):
+    """`etkit llm export` from the GGUF file writes the .pte and tokenizer.json; `etkit llm generate` streams
+    the text and prints the stats line."""
+    pte = tmp_path / "smollm2.pte"
+    export = subprocess.run([sys.executable, "-m", "etkit", "llm", "export", "--model", smollm2_gguf(), "-o", str(pte),
+                             "--backend", _backend(), "--max-context-len", "96", "--max-seq-len", "32"],
+                            capture_output=True, text=True)
+    assert export.returncode == 0, export.stderr
+    assert "torch.export:" in export.stderr and (tmp_path / "tokenizer.json").exists()
+    generate = subprocess.run([sys.executable, "-m", "etkit", "llm", "generate", "--model", str(pte), "--tokenizer",
+                               str(tmp_path / "tokenizer.json"), "--prompt", "The capital of France is",
+                               "--max-new-tokens", "8"], capture_output=True, text=True)
+    assert generate.returncode == 0, generate.stderr
+    assert "Paris" in generate.stdout and "decode" in generate.stderr and "tok/s" in generate.stderr
+    too_long = subprocess.run([sys.executable, "-m", "etkit", "llm", "generate", "--model", str(pte), "--tokenizer",
+                               str(tmp_path / "tokenizer.json"), "--prompt", "word " * 200], capture_output=True,
+                              text=True)
+    assert too_long.returncode == 2 and "get_max_context_len) is 96" in too_long.stderr
