@@ -70,7 +70,7 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--quantize", default=None, choices=["8da4w", "8da8w", "4w", "8w"],
                    help="linear layers' quantization (torchao)")
     p.add_argument("--group-size", type=int, default=32, help="4-bit weight group size (0: per channel)")
-    p.add_argument("--embedding-quantize", default=None, help="not supported yet")
+    p.add_argument("--embedding-quantize", default=None, help="embedding table quantization: 8w, 4w or '<bits>,<group size>' (e.g. 4,32)")
     p.add_argument("--no-sdpa-with-kv-cache", action="store_true",
                    help="attention by ATen SDPA instead of llama::custom_sdpa")
     p.add_argument("--dynamic-shape", default="auto", choices=["auto", "on", "off"],

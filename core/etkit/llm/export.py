@@ -43,7 +43,10 @@ class LlmConfig:
         group_size: weights per quantization group for 4-bit weights (what the backend supports, often a
             multiple of 32);
             0 means per output channel.
-        embedding_quantize: not supported yet (``None``).
+        embedding_quantize: the embedding table's quantization, ExecuTorch's ``"<bits>,<group size>"``
+            (``"8,0"``: int8 per row, ``"4,32"``: int4 per 32 columns) or ``"8w"`` / ``"4w"`` (per row), or
+            ``None``. Looked-up rows are dequantized by ``quantized_decomposed::embedding_byte`` /
+            ``embedding_4bit``, never the whole table.
         use_kv_cache: keep keys and values in static caches (mutable buffers); ``False`` is refused for now.
         use_sdpa_with_kv_cache: attention by ``llama::custom_sdpa`` over the cache (default) or by ATen SDPA.
         enable_dynamic_shape: one ``forward`` takes 1..``max_seq_len`` tokens. ``None`` picks: ``True``
@@ -70,6 +73,24 @@ class LlmConfig:
     eos_ids: Optional[list] = None
     extra_metadata: dict = field(default_factory=dict)
 
+    def embedding_bits(self) -> tuple:
+        """``(bits, group size)`` of :attr:`embedding_quantize` (group size 0: per row).
+
+        Raises:
+            LlmExportError: an unknown form.
+        """
+        spec = self.embedding_quantize.strip().lower()
+        bits, _, group = spec.partition(",")
+        bits = bits[:-1] if bits.endswith("w") else bits
+        try:
+            result = int(bits), int(group or 0)
+        except ValueError:
+            result = (0, 0)
+        if result[0] not in (4, 8) or result[1] < 0:
+            raise LlmExportError(f"embedding_quantize {self.embedding_quantize!r} is unknown; use '8w', '4w' or "
+                                 f"'<4|8>,<group size>' (group size 0: per row)")
+        return result
+
     def check(self) -> None:
         """Raises :class:`LlmExportError` naming the first option that cannot be honoured."""
         if self.dtype != "fp32":
@@ -78,7 +99,7 @@ class LlmConfig:
         if self.quantize is not None and self.quantize not in QUANTIZE_MODES:
             raise LlmExportError(f"quantize {self.quantize!r} is unknown; choose one of {', '.join(QUANTIZE_MODES)}")
         if self.embedding_quantize is not None:
-            raise LlmExportError(f"embedding_quantize {self.embedding_quantize!r} is not supported yet; leave it unset")
+            self.embedding_bits()
         if not self.use_kv_cache:
             raise LlmExportError("use_kv_cache=False is not supported; etkit exports a static KV cache")
         if self.max_seq_len < 1 or self.max_context_len < 1:
@@ -204,6 +225,13 @@ def export_llm(model, config: Optional[LlmConfig] = None, progress: Optional[Cal
                                  config.generate_full_logits).eval()
         if config.quantize:
             _quantize(module, config)
+        if config.embedding_quantize:
+            from ..dialects.quantized_embedding import QuantizedEmbedding
+            bits, group = config.embedding_bits()
+            try:
+                module.embed_tokens = QuantizedEmbedding(module.embed_tokens, bits, group)
+            except ValueError as exc:
+                raise LlmExportError(f"embedding_quantize {config.embedding_quantize!r}: {exc}") from None
     bos, eos = _special_ids(model, config)
     shape = module.shape
     seq = min(2, config.max_seq_len) if dynamic else 1

@@ -21,6 +21,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..dialects import quantized_embedding  # noqa: F401  (registers quantized_decomposed::embedding_*)
 from . import custom_ops  # noqa: F401  (registers torch.ops.llama)
 
 #: transformers ``model_type`` values whose decoder this module reproduces exactly.

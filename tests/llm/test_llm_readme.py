@@ -1,0 +1,38 @@
+"""The README's LLMs section runs as written: its shell commands (export from the GGUF file, generate) and
+its Python example."""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+from .conftest import smollm2_gguf
+
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _section() -> str:
+    text = README.read_text()
+    start = text.index("### LLMs")
+    return text[start:text.index("\n### ", start + 1)]
+
+
+def test_readme_llm_commands_run(tmp_path):
+    blocks = re.findall(r"```\n(.*?)```", _section(), re.S)
+    assert len(blocks) == 1 and "etkit llm export" in blocks[0], "README's LLMs section lost its commands"
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", blocks[0]], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Paris" in run.stdout and "decode" in run.stderr and (tmp_path / "smollm2" / "tokenizer.json").exists()
+
+
+def test_readme_llm_python_example_runs(tmp_path, monkeypatch):
+    blocks = re.findall(r"```python\n(.*?)```", _section(), re.S)
+    assert len(blocks) == 1, "README's LLMs section should have one python example"
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "readme_example", "GGUF": smollm2_gguf()}
+    exec(compile(blocks[0], str(README), "exec"), scope)
+    assert "Paris" in scope["text"] and scope["stats"].generated_tokens > 0
