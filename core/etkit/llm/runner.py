@@ -38,6 +38,7 @@ class GenerationConfig:
         top_p: nucleus sampling: sample among the most likely tokens whose probabilities sum to ``top_p``.
         seed: seed of the sampler (numpy ``Generator``), for reproducible sampling.
         echo: pass the prompt's text to the token callback before the generated tokens.
+        ignore_eos: keep generating after an EOS id (benchmarks: a fixed number of tokens).
         num_bos: how many ``get_bos_id`` tokens to put before the prompt at the start of a conversation
             (0: only what the tokenizer itself adds; ExecuTorch's ``GenerationConfig.num_bos``).
         truncate_prompt: keep the last tokens of a prompt too long for the cache instead of refusing it.
@@ -51,6 +52,7 @@ class GenerationConfig:
     seed: int = 0
     echo: bool = False
     num_bos: int = 0
+    ignore_eos: bool = False
     truncate_prompt: bool = False
     apply_chat_template: bool = False
 
@@ -204,11 +206,10 @@ class TextLLMRunner:
         self._pos = 0
 
     def _step(self, tokens: Sequence[int]) -> np.ndarray:
-        import torch
-        (logits,) = self._forward.execute([torch.tensor([list(tokens)], dtype=torch.long),
-                                           torch.tensor([self._pos], dtype=torch.long)])
+        (logits,) = self._forward.execute([np.asarray([list(tokens)], dtype=np.int64),
+                                           np.asarray([self._pos], dtype=np.int64)])
         self._pos += len(tokens)
-        return logits.reshape(-1, logits.shape[-1])[-1].numpy()
+        return logits.reshape(-1, logits.shape[-1])[-1]
 
     def prefill(self, tokens: Sequence[int]) -> np.ndarray:
         """Runs ``tokens`` through the model (chunks of ``get_max_seq_len``, or one by one for a static
@@ -287,7 +288,7 @@ class TextLLMRunner:
         stats.prefill_ms = (time.perf_counter() - start) * 1e3
         generated: list = []
         decode_start = None
-        eos = set(self.eos_ids)
+        eos = set() if config.ignore_eos else set(self.eos_ids)
         stats.stop_reason = "max_new_tokens"
         while len(generated) < config.max_new_tokens:
             token = _sample(logits, config, rng)

@@ -89,14 +89,81 @@ def _scalar_type_of(dtype) -> int:
         raise TypeError(f"torch dtype {dtype} is not supported by the etkit runtime") from None
 
 
+def _check_shape(method: str, i: int, shape: tuple, info: "TensorInfo") -> None:
+    bad_rank = len(shape) != len(info.sizes)
+    if bad_rank or (not info.dynamic and shape != info.sizes) or (
+        info.dynamic and any(s > b for s, b in zip(shape, info.sizes))
+    ):
+        kind = "at most " if info.dynamic else ""
+        raise ValueError(f"method '{method}' input {i} expects shape {kind}{list(info.sizes)}, got {list(shape)}")
+
+
+def _torch_input(method: str, i: int, value, info: "TensorInfo") -> tuple:
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(
+            f"method '{method}' input {i} must be a torch.Tensor or numpy.ndarray of dtype {info.dtype} and "
+            f"shape {list(info.sizes)}, got {type(value).__name__}"
+        )
+    if info.dtype is None:
+        raise ValueError(
+            f"method '{method}' input {i} has scalar type {info.scalar_type}, which has no torch dtype; it "
+            f"cannot be fed from Python"
+        )
+    if value.dtype != info.dtype:
+        raise ValueError(f"method '{method}' input {i} expects dtype {info.dtype}, got {value.dtype}")
+    shape = tuple(value.shape)
+    _check_shape(method, i, shape, info)
+    # The bytes go in the layout the program was exported with (info.dim_order: e.g. channels-last
+    # for a model exported with a channels_last input), whatever the layout of `value`.
+    order = tuple(info.dim_order)
+    t = value.detach().permute(order).contiguous() if order else value.detach().contiguous()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    # Reinterpret as bytes so every dtype (bfloat16 included) passes through the buffer protocol.
+    raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else t.new_empty(0, dtype=torch.uint8).numpy()
+    return (_scalar_type_of(t.dtype), list(shape), raw, list(order))
+
+
+#: ScalarType numbering (schema/scalar_type.fbs) <-> numpy dtype names; numpy has no bfloat16.
+_NUMPY_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
+                 7: "float64", 11: "bool", 27: "uint16", 28: "uint32", 29: "uint64"}
+
+
+def _numpy_dtype_of(scalar_type: int):
+    import numpy as np
+
+    try:
+        return np.dtype(_NUMPY_DTYPES[scalar_type])
+    except KeyError:
+        raise EtkitRuntimeError(f"scalar type {scalar_type} has no numpy dtype; pass torch tensors") from None
+
+
+def _numpy_input(method: str, i: int, value, info: "TensorInfo") -> tuple:
+    import numpy as np
+
+    want = _NUMPY_DTYPES.get(info.scalar_type)
+    if want is None:
+        raise ValueError(f"method '{method}' input {i} has scalar type {info.scalar_type}, which numpy cannot "
+                         f"hold; pass a torch.Tensor")
+    if value.dtype != np.dtype(want):
+        raise ValueError(f"method '{method}' input {i} expects dtype {want}, got {value.dtype}")
+    shape = tuple(value.shape)
+    _check_shape(method, i, shape, info)
+    order = tuple(info.dim_order)
+    arr = np.ascontiguousarray(value.transpose(order) if order else value)
+    return (info.scalar_type, list(shape), arr.reshape(-1).view(np.uint8), list(order))
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     """Planned shape and dtype of one method input or output tensor.
 
-    ``sizes`` are upper bounds when ``dynamic`` is true.
+    ``sizes`` are upper bounds when ``dynamic`` is true. ``dtype`` (the torch dtype, or None for a scalar type
+    torch has no dtype for) is looked up on first use, so loading a method does not import torch.
     """
 
-    dtype: Any  # torch.dtype, or None for a scalar type torch has no dtype for (then see scalar_type)
     scalar_type: int  # schema/scalar_type.fbs numbering
     sizes: tuple[int, ...]
     dim_order: tuple[int, ...]
@@ -104,12 +171,15 @@ class TensorInfo:
     is_memory_planned: bool
     dynamic: bool
 
-    @classmethod
-    def _from_dict(cls, d: dict) -> "TensorInfo":
+    @property
+    def dtype(self) -> Any:
         if not _SCALAR_TYPE_TO_DTYPE:
             _init_dtype_tables()
+        return _SCALAR_TYPE_TO_DTYPE.get(self.scalar_type)
+
+    @classmethod
+    def _from_dict(cls, d: dict) -> "TensorInfo":
         return cls(
-            dtype=_SCALAR_TYPE_TO_DTYPE.get(d["scalar_type"]),
             scalar_type=d["scalar_type"],
             sizes=tuple(d["sizes"]),
             dim_order=tuple(d["dim_order"]),
@@ -220,20 +290,20 @@ class Method:
         return "\n".join([reason, *_unavailable_backend_reasons(reason)])
 
     def execute(self, inputs: Sequence[Any] = ()) -> list:
-        """Runs the method on ``inputs`` (torch.Tensors for tensor inputs, Python scalars otherwise).
+        """Runs the method on ``inputs``: tensors as ``torch.Tensor`` or ``numpy.ndarray``, Python scalars
+        otherwise.
 
         Each tensor must have the planned dtype and rank, and the planned sizes unless the input is
-        dynamic (then at most the planned upper bounds). Returns the outputs as new torch.Tensors
-        (copies: they stay valid after the next execute) or Python scalars (int, float, bool, str).
-        A method without inputs, such as a constant method (``to_edge(..., constant_methods=...)``),
-        runs with ``execute()``.
+        dynamic (then at most the planned upper bounds). Returns the outputs as new tensors (copies: they
+        stay valid after the next execute) or Python scalars: ``numpy.ndarray`` when any input was a numpy
+        array (torch is then never imported), ``torch.Tensor`` otherwise.
 
         Raises:
             ValueError: wrong number of inputs, or an input's dtype/shape differs from the plan
                 (the message names the input, the expected and the given dtype/shape).
             EtkitRuntimeError: a kernel or delegate failed (the message names the op and reason).
         """
-        import torch
+        import numpy as np
 
         inputs = list(inputs)
         meta = self._meta
@@ -241,6 +311,7 @@ class Method:
             raise ValueError(
                 f"method '{meta.name}' takes {meta.num_inputs} inputs, got {len(inputs)}"
             )
+        as_numpy = any(isinstance(v, np.ndarray) for v in inputs)
         native_inputs = []
         for i, (value, info) in enumerate(zip(inputs, meta.inputs)):
             if info is None:
@@ -251,45 +322,20 @@ class Method:
                     )
                 native_inputs.append(value)
                 continue
-            if not isinstance(value, torch.Tensor):
-                raise ValueError(
-                    f"method '{meta.name}' input {i} must be a torch.Tensor of dtype {info.dtype} and "
-                    f"shape {list(info.sizes)}, got {type(value).__name__}"
-                )
-            if info.dtype is None:
-                raise ValueError(
-                    f"method '{meta.name}' input {i} has scalar type {info.scalar_type}, which has no torch "
-                    f"dtype; it cannot be fed from Python"
-                )
-            if value.dtype != info.dtype:
-                raise ValueError(
-                    f"method '{meta.name}' input {i} expects dtype {info.dtype}, got {value.dtype}"
-                )
-            shape = tuple(value.shape)
-            bad_rank = len(shape) != len(info.sizes)
-            if bad_rank or (not info.dynamic and shape != info.sizes) or (
-                info.dynamic and any(s > b for s, b in zip(shape, info.sizes))
-            ):
-                kind = "at most " if info.dynamic else ""
-                raise ValueError(
-                    f"method '{meta.name}' input {i} expects shape {kind}{list(info.sizes)}, got {list(shape)}"
-                )
-            # The bytes go in the layout the program was exported with (info.dim_order: e.g. channels-last
-            # for a model exported with a channels_last input), whatever the layout of `value`.
-            order = tuple(info.dim_order)
-            t = value.detach().permute(order).contiguous() if order else value.detach().contiguous()
-            if t.device.type != "cpu":
-                t = t.cpu()
-            # Reinterpret as bytes so every dtype (bfloat16 included) passes through the buffer protocol.
-            raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else t.new_empty(0, dtype=torch.uint8).numpy()
-            native_inputs.append((_scalar_type_of(t.dtype), list(shape), raw, list(order)))
+            if isinstance(value, np.ndarray):
+                native_inputs.append(_numpy_input(meta.name, i, value, info))
+            else:
+                native_inputs.append(_torch_input(meta.name, i, value, info))
         results = self._native.execute(native_inputs)
         outputs = []
         for r in results:
             if isinstance(r, tuple):
                 scalar_type, sizes, data = r
-                tensor = torch.from_numpy(data).view(_dtype_of(scalar_type)).reshape(sizes)
-                outputs.append(tensor)
+                if as_numpy:
+                    outputs.append(data.view(_numpy_dtype_of(scalar_type)).reshape(sizes))
+                else:
+                    import torch
+                    outputs.append(torch.from_numpy(data).view(_dtype_of(scalar_type)).reshape(sizes))
             else:
                 outputs.append(r)
         return outputs

@@ -2,8 +2,23 @@
 on any Vulkan 1.1 device, including Mesa's lavapipe CPU device.
 
 Seed pages: "Vulkan Backend", "Partitioner API" (VulkanPartitioner), "Quantization" (Vulkan).
-"""
-from .compile_options import VulkanCompileOptions  # noqa: E402
-from .partitioner import VulkanPartitioner  # noqa: E402
 
-__all__ = ["VulkanPartitioner", "VulkanCompileOptions"]
+Attributes resolve lazily, so that loading the delegate (``etkit_vulkan._delegate``, what
+``etkit.runtime.Runtime`` imports) does not import torch.
+"""
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "VulkanPartitioner": "etkit_vulkan.partitioner",
+    "VulkanCompileOptions": "etkit_vulkan.compile_options",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'etkit_vulkan' has no attribute {name!r}")
