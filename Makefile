@@ -18,6 +18,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 LOCK := /tmp/etkit-build.lock
 JOBS ?= 2
 XNNPACK_PREFIX_FILE := $(VENV)/xnnpack-prefix
+TOKENIZERS_PREFIX_FILE := $(VENV)/tokenizers-prefix
 NATIVE_DIR := build/native
 PYTEST_ARGS ?=
 NATIVE_CMAKE_ARGS ?=
@@ -28,8 +29,11 @@ export ETKIT_BUILD_JOBS := $(JOBS)
 export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
 
 # Sources whose change needs the native parts of the editable installs rebuilt.
+# (Not the C++ tests nor the LLM runner's library and tool: the wheel does not ship them.)
 CORE_NATIVE_SRCS := $(wildcard pyproject.toml) \
-  $(shell find runtime-cpp schema -type f -not -name '*.pyc' 2>/dev/null)
+  $(shell find runtime-cpp schema -type f -not -name '*.pyc' -not -path 'runtime-cpp/tests/*' \
+    -not -path 'runtime-cpp/extension/llm/*' -not -path 'runtime-cpp/include/etkit/extension/llm/*' \
+    -not -name llm_main.cpp 2>/dev/null)
 XNNPACK_NATIVE_SRCS := $(wildcard plugins/xnnpack/pyproject.toml plugins/xnnpack/CMakeLists.txt) \
   $(shell find plugins/xnnpack/runtime plugins/xnnpack/schema plugins/xnnpack/cmake -type f 2>/dev/null)
 VULKAN_NATIVE_SRCS := $(wildcard plugins/vulkan/pyproject.toml plugins/vulkan/CMakeLists.txt) \
@@ -38,7 +42,7 @@ VULKAN_NATIVE_SRCS := $(wildcard plugins/vulkan/pyproject.toml plugins/vulkan/CM
 QNN_NATIVE_SRCS := $(wildcard plugins/qnn/pyproject.toml plugins/qnn/CMakeLists.txt) \
   $(shell find plugins/qnn/runtime plugins/qnn/schema plugins/qnn/cmake -type f 2>/dev/null)
 
-.PHONY: venv system xnnpack install native test demo oracle clean help
+.PHONY: venv system xnnpack tokenizers install native test demo oracle clean help
 
 help:
 	@sed -n '1,12p' Makefile
@@ -69,6 +73,18 @@ $(XNNPACK_PREFIX_FILE): scripts/xnnpack.sh FORCE | $(VENV)/.stamp-system
 	 echo "XNNPACK prefix: $$prefix"
 
 FORCE:
+
+# ---- ExecuTorch's C++ tokenizers (pytorch-tokenizers sdist) for etkit_llm_runner, cached per user ---
+# The prefix is written to $(TOKENIZERS_PREFIX_FILE); when scripts/tokenizers_cpp.sh fails the file is
+# left empty and etkit_llm_runner is built for token ids only (--prompt_tokens): `make native` goes on.
+tokenizers: $(TOKENIZERS_PREFIX_FILE)
+
+$(TOKENIZERS_PREFIX_FILE): scripts/tokenizers_cpp.sh FORCE | $(VENV)/.stamp-venv
+	@prefix="$$(bash scripts/tokenizers_cpp.sh | tail -n1)" \
+	   && test -f "$$prefix/lib/cmake/etkit_tokenizers/etkit_tokenizers-config.cmake" \
+	   || { echo "make: WARNING: scripts/tokenizers_cpp.sh failed (see above): etkit_llm_runner will take token ids only (--prompt_tokens), no text prompts" >&2; prefix=""; }; \
+	 if [[ ! -f $@ || "$$(cat $@)" != "$$prefix" ]]; then echo "$$prefix" > $@; fi; \
+	 echo "C++ tokenizers prefix: $${prefix:-none (token ids only)}"
 
 # ---- editable installs of the core and the XNNPACK plugin (native builds are serialised) ----------
 install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml \
@@ -125,17 +141,23 @@ SITE_PACKAGES = $(shell $(PY) -c "import sysconfig; print(sysconfig.get_paths()[
 RUNNER_PLUGIN_ARGS = "-DETKIT_RUNNER_PACKAGES=etkit_xnnpack;etkit_vulkan" \
   "-DETKIT_RUNNER_BACKENDS=etkit_xnnpack::delegate=etkit_xnnpack_register_backends;etkit_vulkan::delegate=etkit_vulkan_register_backends"
 
-native: $(XNNPACK_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-vulkan
-	@if [[ ! -f $(NATIVE_DIR)/build.ninja || $(NATIVE_DIR)/.configured-with -ot Makefile \
-	      || "$$(cat $(NATIVE_DIR)/.configured-with 2>/dev/null)" != "$(NATIVE_RUNNER) $(NATIVE_TESTS) $(NATIVE_CMAKE_ARGS)" ]]; then \
+# etkit_llm_runner links the C++ tokenizers when $(TOKENIZERS_PREFIX_FILE) names them (-DETKIT_TOKENIZERS_PREFIX).
+native: $(XNNPACK_PREFIX_FILE) $(TOKENIZERS_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpack \
+  $(VENV)/.stamp-install-vulkan
+	@tok="$$(cat $(TOKENIZERS_PREFIX_FILE))"; \
+	 if [[ ! -f $(NATIVE_DIR)/build.ninja || $(NATIVE_DIR)/.configured-with -ot Makefile \
+	      || "$$(cat $(NATIVE_DIR)/.configured-with 2>/dev/null)" != "$(NATIVE_RUNNER) $(NATIVE_TESTS) $$tok $(NATIVE_CMAKE_ARGS)" ]]; then \
 	  $(VENV)/bin/cmake -S runtime-cpp -B $(NATIVE_DIR) -G Ninja \
 	    -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) -DCMAKE_BUILD_TYPE=Release \
 	    -DPython_EXECUTABLE=$(abspath $(PY)) \
 	    -DCMAKE_PREFIX_PATH="$$(cat $(XNNPACK_PREFIX_FILE));$(SITE_PACKAGES)/etkit_xnnpack;$(SITE_PACKAGES)/etkit_vulkan" \
-	    -DETKIT_BUILD_RUNNER=$(NATIVE_RUNNER) -DETKIT_BUILD_TESTS=$(NATIVE_TESTS) $(RUNNER_PLUGIN_ARGS) $(NATIVE_CMAKE_ARGS) \
-	  && echo "$(NATIVE_RUNNER) $(NATIVE_TESTS) $(NATIVE_CMAKE_ARGS)" > $(NATIVE_DIR)/.configured-with; \
+	    -DETKIT_BUILD_RUNNER=$(NATIVE_RUNNER) -DETKIT_BUILD_TESTS=$(NATIVE_TESTS) $(RUNNER_PLUGIN_ARGS) \
+	    -DETKIT_TOKENIZERS_PREFIX="$$tok" $(NATIVE_CMAKE_ARGS) \
+	  && echo "$(NATIVE_RUNNER) $(NATIVE_TESTS) $$tok $(NATIVE_CMAKE_ARGS)" > $(NATIVE_DIR)/.configured-with; \
 	fi
 	flock $(LOCK) $(VENV)/bin/cmake --build $(NATIVE_DIR) -j $(JOBS)
+	@if [[ -z "$$(cat $(TOKENIZERS_PREFIX_FILE))" ]]; then \
+	  echo "make: NOTE: etkit_llm_runner was built without a tokenizer library: token ids only (--prompt_tokens)" >&2; fi
 
 # ---- tests and demo -------------------------------------------------------------------------------
 TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests plugins/ethosu/tests plugins/vulkan/tests \

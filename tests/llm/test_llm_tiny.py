@@ -114,3 +114,12 @@ def test_unsupported_architecture_and_options_are_named():
         export_llm(tiny_model(vocab_size=64), LlmConfig(max_seq_len=64, max_context_len=32))
     with pytest.raises(LlmExportError, match="backend 'nosuchnpu' is not installed"):
         export_llm(tiny_model(vocab_size=64), LlmConfig(backend="nosuchnpu"))
+
+
+def test_quantized_export_leaves_the_callers_model_unchanged():
+    model = tiny_model(vocab_size=64)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    export_llm(model, LlmConfig(max_seq_len=4, max_context_len=16, quantize="8da4w", group_size=32,
+                                embedding_quantize="8w"), progress=lambda _: None)
+    after = model.state_dict()
+    assert all(type(after[k]) is torch.Tensor and torch.equal(after[k], v) for k, v in before.items())

@@ -11,7 +11,7 @@ def _cmd_export(args) -> int:
     config = LlmConfig(max_seq_len=args.max_seq_len, max_context_len=args.max_context_len, dtype=args.dtype,
                        quantize=args.quantize, group_size=args.group_size, embedding_quantize=args.embedding_quantize,
                        use_sdpa_with_kv_cache=not args.no_sdpa_with_kv_cache, backend=args.backend,
-                       enable_dynamic_shape={"auto": None, "on": True, "off": False}[args.dynamic_shape])
+                       enable_dynamic_shape=args.dynamic_shape == "on")
 
     def progress(line: str) -> None:
         print(f"etkit llm export: {line}", file=sys.stderr, flush=True)
@@ -73,8 +73,8 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--embedding-quantize", default=None, help="embedding table quantization: 8w, 4w or '<bits>,<group size>' (e.g. 4,32)")
     p.add_argument("--no-sdpa-with-kv-cache", action="store_true",
                    help="attention by ATen SDPA instead of llama::custom_sdpa")
-    p.add_argument("--dynamic-shape", default="auto", choices=["auto", "on", "off"],
-                   help="one forward takes 1..max_seq_len tokens (auto: on for portable, off for a delegate)")
+    p.add_argument("--dynamic-shape", default="on", choices=["on", "off"],
+                   help="on: one forward takes 1..max_seq_len tokens (default); off: one token per call")
     p.set_defaults(fn=_cmd_export)
     p = sub.add_parser("generate", help="generate text from a .pte made by `etkit llm export`")
     p.add_argument("--model", required=True, help="the .pte")

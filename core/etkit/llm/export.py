@@ -8,6 +8,7 @@ metadata as constant methods (``get_max_seq_len``, ``get_max_context_len``, ``ge
 """
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from contextlib import contextmanager
@@ -49,8 +50,8 @@ class LlmConfig:
             ``embedding_4bit``, never the whole table.
         use_kv_cache: keep keys and values in static caches (mutable buffers); ``False`` is refused for now.
         use_sdpa_with_kv_cache: attention by ``llama::custom_sdpa`` over the cache (default) or by ATen SDPA.
-        enable_dynamic_shape: one ``forward`` takes 1..``max_seq_len`` tokens. ``None`` picks: ``True``
-            for the portable backend, ``False`` for a delegate (which runs static shapes best).
+        enable_dynamic_shape: one ``forward`` takes 1..``max_seq_len`` tokens (``None``: yes); ``False``
+            exports a program that takes one token per call (the prompt is prefilled token by token).
         backend: a backend plugin's name or id as ``etkit backends`` lists it, or ``"portable"`` (the
             default, as in ExecuTorch's ``LlmConfig``) for the portable kernels only.
         generate_full_logits: ``forward`` returns logits of every token ([1, S, vocab]) instead of the last.
@@ -216,12 +217,12 @@ def export_llm(model, config: Optional[LlmConfig] = None, progress: Optional[Cal
     if isinstance(model, str):
         with _stage(f"load {model}", progress):
             model, _ = load_model(model)
-    dynamic = config.enable_dynamic_shape
-    if dynamic is None:
-        dynamic = config.backend == "portable"
+    dynamic = config.enable_dynamic_shape is not False
     partitioners = _partitioners(config.backend)
     with _stage("build the decoder with a static KV cache", progress):
-        module = StaticKVDecoder(model, config.max_context_len, config.use_sdpa_with_kv_cache,
+        # the decoder shares the model's modules; quantization replaces their weights, so work on a copy
+        source = copy.deepcopy(model) if config.quantize else model
+        module = StaticKVDecoder(source, config.max_context_len, config.use_sdpa_with_kv_cache,
                                  config.generate_full_logits).eval()
         if config.quantize:
             _quantize(module, config)

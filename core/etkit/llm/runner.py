@@ -134,10 +134,16 @@ class Tokenizer:
         return list(self._tok.encode(text, bos, eos))
 
     def decode(self, tokens: Sequence[int]) -> str:
-        """Text of ``tokens`` (byte-level pieces joined before UTF-8 decoding, so split characters mend)."""
-        data = b"".join(self._tok.decode(prev, cur).encode("utf-8", "surrogateescape")
-                        for prev, cur in zip([0] + list(tokens[:-1]), tokens)) if tokens else b""
-        return data.decode("utf-8", errors="replace")
+        """Text of ``tokens``. Byte-level pieces are joined before UTF-8 decoding, so a character split over
+        several tokens comes out whole; an incomplete character at the end is left out (it appears once its
+        last token is there)."""
+        tokens = list(tokens)
+        for end in range(len(tokens), max(len(tokens) - 4, 0) - 1, -1):
+            try:
+                return self._tok.decode_batch(tokens[:end]) if end else ""
+            except UnicodeDecodeError:  # the last character's bytes are not all there yet
+                continue
+        return ""
 
     def render_chat(self, prompt: str) -> str:
         """``prompt`` as one user turn of the chat template (``add_generation_prompt``)."""
@@ -248,7 +254,7 @@ class TextLLMRunner:
 
         def on_token(generated: list) -> None:
             piece = self.tokenizer.decode([t for t in generated if t not in eos])
-            if token_callback and not piece.endswith("\ufffd"):  # wait for the rest of a split character
+            if token_callback and len(piece) > len(emitted[0]):
                 token_callback(piece[len(emitted[0]):])
                 emitted[0] = piece
 

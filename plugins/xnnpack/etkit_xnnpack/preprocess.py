@@ -6,7 +6,11 @@ reads it the way ExecuTorch's ``XNNCompiler`` does:
 
 - values: one ``XNNTensorValue`` per tensor; a value's id is its index. The partition's user inputs
   are values 0..k-1 with external ids 0..k-1 (argument order), then the outputs get external ids
-  k.. in output order (``input_ids`` / ``output_ids`` list their value ids in that order).
+  k.. in output order (``input_ids`` / ``output_ids`` list their value ids in that order). A
+  non-tensor argument (a size a dynamic view reads) keeps its external id without a value.
+- dynamic shapes (``torch.export.Dim``): a tensor with a symbolic dim is written with its upper
+  bound; the delegate reshapes XNNPACK's runtime to the actual sizes at run time. Reshapes write a
+  dynamic dim as 0 (XNNPACK infers it); see :mod:`etkit_xnnpack.operators.dynamic_shapes`.
 - constants (weights, biases, folded batch norm, per-channel scales) live in the program's named
   data, keyed by the sha256 of their bytes (``PreprocessResult.named_data``); the graph's
   ``constant_data[i]`` has ``named_key`` and offset UINT64_MAX, as ExecuTorch writes them. The
@@ -71,7 +75,8 @@ class XnnpackBackend(BackendDetails):
 
         Args:
             edge_program: placeholders = constants then user inputs (delegate-argument order); the
-                output node lists the partition's outputs. fp32, static shapes.
+                output node lists the partition's outputs. A dynamic (symbolic) dim is written with
+                its upper bound; the delegate reshapes XNNPACK's runtime to the actual sizes.
             compile_specs: unused for now.
         Returns:
             ``PreprocessResult(processed_bytes=payload)``.
@@ -88,6 +93,7 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     :class:`XnnpackBackend.preprocess`)."""
     from .operators import LOWERINGS, LoweringContext, LoweringError
     from .operators.context import node_desc
+    from .operators.dynamic_shapes import reads_held_values
     from .operators.fusion import float_activation_fusions
     from .operators.quant import QuantPlan
     from .serialization.graph_builder import FP16, XnnGraphBuilder
@@ -105,8 +111,15 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     graph = ep.graph
     for node in graph.nodes:
         if node.op == "placeholder" and not is_constant(ep, node):
+            if not isinstance(node.meta.get("val"), torch.Tensor):
+                # A size the program computes (a view's symbolic shape argument): the delegate reads
+                # sizes from its tensors, but the argument keeps its place (external ids = positions).
+                builder.reserve_external()
+                continue
             vid = ctx.define(node)
             builder.mark_external(vid, is_input=True)
+
+    ctx.stored_shapes = _plan_dynamic_reshapes(graph, ctx)
 
     output_node = None
     for node in graph.nodes:
@@ -127,8 +140,10 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
             ctx.alias(node, fused_into)  # activation applied as the int8 op's output clamp
             continue
         ctx.quant_mode = ctx.quant_plan.is_quantized(node)
+        ctx.reads_held = reads_held_values(node.target)
         lowering(ctx, node)
         ctx.quant_mode = False
+        ctx.reads_held = False
 
     outputs = output_node.args[0] if output_node is not None else []
     if not isinstance(outputs, (list, tuple)):
@@ -145,6 +160,24 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
             vid = copy
         builder.mark_external(vid, is_input=False)
     return builder.to_payload(), builder.named_data
+
+
+def _plan_dynamic_reshapes(graph: torch.fx.Graph, ctx) -> dict:
+    """Which values are held without leading 1s (see :func:`operators.dynamic_shapes.plan_reshapes`)."""
+    from .operators.context import LoweringError, node_desc
+    from .operators.dynamic_shapes import plan_reshapes
+
+    def operand_rank(arg):
+        if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+            return 1
+        const = ctx.constant(arg)
+        return None if const is None else const.dim()
+
+    stored, errors = plan_reshapes(graph.nodes, lambda n: n.op == "call_function", operand_rank)
+    if errors:
+        node, reason = next(iter(errors.items()))
+        raise LoweringError(f"{node_desc(node)}: {reason} (the partitioner should not have delegated it)")
+    return stored
 
 
 def _is_half(ep: ExportedProgram) -> bool:

@@ -19,6 +19,7 @@ import torch
 from torch.export import ExportedProgram
 
 from ..serialization.graph_builder import XNN_INVALID_VALUE_ID, XnnGraphBuilder
+from . import dynamic_shapes
 from .dynamic_quant import WEIGHT_DEQUANTIZE_OPS
 from .quant import (DEQUANTIZE_OPS, QINT8, Int8Params, QuantPlan, activation_params, is_dequantize,
                     is_quantize)
@@ -71,6 +72,8 @@ def tensor_meta(node: torch.fx.Node) -> torch.Tensor:
 
 
 def static_shape(node: torch.fx.Node) -> list[int]:
+    """``node``'s shape; raises LoweringError when a dim is symbolic (for lowerings that need static
+    shapes: the partitioner refuses dynamic nodes for them)."""
     shape = tensor_meta(node).shape
     try:
         return [int(d) for d in shape]
@@ -106,6 +109,30 @@ class LoweringContext:
         #: ``{op node: activation node}`` for float activations applied as the op's output clamp
         #: (see :mod:`.fusion`).
         self.float_fused_into: dict[torch.fx.Node, torch.fx.Node] = {}
+        #: nodes whose XNNPACK value differs from their PyTorch shape by leading 1s
+        #: (``dynamic_shapes.plan_reshapes``): the shape it holds.
+        self.stored_shapes: dict[torch.fx.Node, list] = {}
+        #: True while lowering an op that reads held values as they are (element-wise, bmm, reshape);
+        #: other lowerings get them reshaped to their PyTorch shape (``_pytorch_shaped``).
+        self.reads_held = False
+        self._pytorch_shaped_ids: dict[torch.fx.Node, int] = {}
+
+    # ---- shapes -------------------------------------------------------------------------------
+
+    def shape(self, node: torch.fx.Node) -> list:
+        """The shape ``node``'s XNNPACK value holds (ints and symbolic dims): its PyTorch shape, or for a
+        held value that shape with other leading 1s (see :mod:`.dynamic_shapes`)."""
+        if node in self.stored_shapes:
+            return list(self.stored_shapes[node])
+        tensor_meta(node)  # a clear error when there is no metadata
+        return dynamic_shapes.sym_shape(node)
+
+    def bounds(self, node: torch.fx.Node) -> list[int]:
+        """:meth:`shape` with every dynamic dim at its upper bound (the dims written to the payload)."""
+        return self.bounds_of(self.shape(node), node)
+
+    def is_dynamic(self, node: torch.fx.Node) -> bool:
+        return dynamic_shapes.has_dynamic_dims(self.shape(node))
 
     # ---- constants ----------------------------------------------------------------------------
 
@@ -164,7 +191,7 @@ class LoweringContext:
     def define(self, node: torch.fx.Node, layout: str = CONTIG, dims: Optional[list[int]] = None) -> int:
         """Create the value holding ``node``'s result in ``layout`` and make it the primary one."""
         if dims is None:
-            dims = static_shape(node)
+            dims = self.bounds(node)
             if layout == NHWC:
                 if len(dims) != 4:
                     raise LoweringError(f"{node_desc(node)}: NHWC layout needs a 4-D tensor, got shape {dims}")
@@ -243,6 +270,11 @@ class LoweringContext:
             raise LoweringError(f"cannot use {arg!r} as an XNNPACK tensor")
         if self.quant_mode and is_dequantize(arg):
             arg = arg.args[0]  # an int8 op reads the quantized value itself
+        if arg in self.stored_shapes and not self.reads_held:
+            if layout != CONTIG:
+                raise LoweringError(f"node {arg.name}: its value is held as {self.stored_shapes[arg]} and cannot be "
+                                    f"read in {layout} layout")
+            return self._pytorch_shaped(arg)
         if arg not in self._ids:
             const = self.constant(arg)
             if const is not None:
@@ -263,6 +295,22 @@ class LoweringContext:
         per_layout[layout] = out
         return out
 
+    def _pytorch_shaped(self, node: torch.fx.Node) -> int:
+        """The value of a held ``node`` reshaped (once) to its PyTorch shape (at most one dynamic dim)."""
+        if node not in self._pytorch_shaped_ids:
+            src = self._ids[node][CONTIG]
+            shape = dynamic_shapes.sym_shape(node)
+            out = self.builder.add_value_like(src, self.bounds_of(shape, node))
+            self.reshape(src, out, shape or [1])
+            self._pytorch_shaped_ids[node] = out
+        return self._pytorch_shaped_ids[node]
+
+    def bounds_of(self, shape, node: torch.fx.Node) -> list[int]:
+        try:
+            return dynamic_shapes.bound_shape(shape)
+        except ValueError as exc:
+            raise LoweringError(f"{node_desc(node)}: {exc}") from None
+
     # ---- helpers for common node shapes -------------------------------------------------------
 
     def transpose(self, src: int, dst: int, perm: list[int]) -> None:
@@ -277,7 +325,14 @@ class LoweringContext:
         self.builder.add_node(union, "_XNNNode2x1", input1Id=a, input2Id=b, outputId=dst, flags=0,
                               output_min_max=output_min_max, debug_handle=self.debug_handle)
 
-    def reshape(self, src: int, dst: int, new_shape: list[int]) -> None:
+    def reshape(self, src: int, dst: int, new_shape: list) -> None:
+        """XNNStaticReshape to ``new_shape``; a dynamic (symbolic) dim is written as 0, which XNNPACK infers
+        from the number of elements at run time (at most one per reshape)."""
+        if dynamic_shapes.has_dynamic_dims(new_shape):
+            try:
+                new_shape = dynamic_shapes.reshape_new_shape(new_shape)
+            except ValueError as exc:
+                raise LoweringError(f"node with debug handle {self.debug_handle}: {exc}") from None
         self.builder.add_node("XNNStaticReshape", "XNNStaticReshape", numDims=len(new_shape),
                               newShape=list(new_shape), inputId=src, outputId=dst, flags=0,
                               debug_handle=self.debug_handle)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..serialization.graph_builder import PerToken
-from .context import CONTIG, LoweringContext, LoweringError, node_desc, static_shape
+from .context import CONTIG, LoweringContext, LoweringError, node_desc
 from .dynamic_quant import (CHOOSE_QPARAMS_OPS, DYNAMIC_DEQUANTIZE_OPS, DYNAMIC_QUANTIZE_OPS, DYNAMIC_READERS,
                             QDINT8, dynamic_activation_source)
 from .quant import (DEQUANTIZE_PER_CHANNEL, DEQUANTIZE_PER_TENSOR, QUANTIZE_PER_TENSOR, activation_params,
@@ -79,7 +79,7 @@ def lower_choose_qparams(ctx: LoweringContext, node: torch.fx.Node) -> None:
 def lower_dynamic_quantize(ctx: LoweringContext, node: torch.fx.Node) -> None:
     """fp32 x -> qdint8 (one scale and zero point per row of the last dim)."""
     x = node.args[0]
-    out = ctx.builder.add_value(static_shape(x), datatype=QDINT8, quant=PerToken(1))
+    out = ctx.builder.add_value(ctx.bounds(x), datatype=QDINT8, quant=PerToken(1))
     ctx.unary("XNNConvert", ctx.value(x, CONTIG), out)
     ctx.bind(node, out)
 

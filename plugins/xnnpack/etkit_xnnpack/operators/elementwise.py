@@ -56,6 +56,11 @@ def _lower_binary(ctx: LoweringContext, node: torch.fx.Node) -> None:
     if alpha != 1:
         raise LoweringError(f"{node_desc(node)}: alpha={alpha} is not supported")
     a, b = node.args[0], node.args[1]
+    if node in ctx.stored_shapes or a in ctx.stored_shapes or b in ctx.stored_shapes:
+        # held values (dynamic shapes, see dynamic_shapes.plan_reshapes): XNNPACK broadcasts them as they are
+        ctx.binary(union, ctx.value(a, CONTIG), ctx.value(b, CONTIG), ctx.define(node, CONTIG),
+                   output_min_max=ctx.output_clamp(node))
+        return
     layout = binary_layout(ctx, [a, b])
     ia, ib = _operand(ctx, a, layout), _operand(ctx, b, layout)
     ctx.binary(union, ia, ib, ctx.define(node, layout), output_min_max=ctx.output_clamp(node))

@@ -26,55 +26,67 @@ import numpy as np
 import torch
 
 from ..serialization.graph_builder import XNN_FLAG_KEEP_DIMS
-from .context import CONTIG, LoweringContext, static_shape
+from . import dynamic_shapes as dyn
+from .context import CONTIG, LoweringContext
 from .registry import lowers, op
 
 
 @lowers(op("native_layer_norm"))
 def lower_layer_norm(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    """With a dynamic number of rows (tokens), ``M`` is written as 0 in the reshapes (XNNPACK infers it)
+    and the values are defined with its upper bound."""
     x, normalized_shape, weight, bias, eps = node.args[:5]
-    shape = static_shape(x)
+    shape = dyn.sym_shape(x)
+    bounds = ctx.bounds(x)
     d = math.prod(normalized_shape)
-    m = math.prod(shape) // d
+    m = dyn.rows(shape, len(shape) - len(normalized_shape))  # an int, or INFERRED
+    mb = math.prod(bounds) // d
     b = ctx.builder
     x_id = ctx.value(x, CONTIG)
 
-    k = next((c for c in (64, 32, 16, 8) if d % c == 0 and d > c), 1)
-    view = [m, d // k, 1, k]
-    rows = b.add_value(view)
-    ctx.reshape(x_id, rows, view)
-    mean = _row_mean(ctx, rows, m, k)
-    centered = b.add_value(view)
+    rows, k = row_view(ctx, x_id, m, mb, d)
+    mean = row_mean(ctx, rows, m, mb, k)
+    centered = b.add_value([mb, d // k, 1, k])
     ctx.binary("XNNSubtract", rows, mean, centered)
-    squared = b.add_value(view)
+    squared = b.add_value([mb, d // k, 1, k])
     ctx.unary("XNNSquare", centered, squared)
-    var = _row_mean(ctx, squared, m, k)
-    var_eps = b.add_value([m, 1, 1, 1])
+    var = row_mean(ctx, squared, m, mb, k)
+    var_eps = b.add_value([mb, 1, 1, 1])
     ctx.binary("XNNAdd", var, b.add_constant(np.asarray([eps], dtype=np.float32)), var_eps)
-    inv_std = b.add_value([m, 1, 1, 1])
+    inv_std = b.add_value([mb, 1, 1, 1])
     ctx.unary("XNNReciprocalSquareRoot", var_eps, inv_std)
-    normed = b.add_value(view)
+    normed = b.add_value([mb, d // k, 1, k])
     ctx.binary("XNNMultiply", centered, inv_std, normed)
 
     steps = [("XNNMultiply", weight), ("XNNAdd", bias)]
     steps = [(union, a) for union, a in steps if a is not None]
-    current = b.add_value(shape) if steps else ctx.define(node, CONTIG)
+    current = b.add_value(bounds) if steps else ctx.define(node, CONTIG)
     ctx.reshape(normed, current, shape)
     for i, (union, a) in enumerate(steps):
-        out = ctx.define(node, CONTIG) if i == len(steps) - 1 else b.add_value(shape)
+        out = ctx.define(node, CONTIG) if i == len(steps) - 1 else b.add_value(bounds)
         ctx.binary(union, current, ctx.value(a, CONTIG), out)
         current = out
 
 
-def _row_mean(ctx: LoweringContext, rows: int, m: int, k: int) -> int:
-    """Mean of each row of the NHWC value ``rows`` [M, D / k, 1, k], as [M, 1, 1, 1]."""
+def row_view(ctx: LoweringContext, x_id: int, m, mb: int, d: int) -> tuple[int, int]:
+    """``x`` (``m`` rows of ``d``; ``m`` may be INFERRED, ``mb`` its upper bound) viewed as the NHWC value
+    [M, D / k, 1, k]; returns ``(value id, k)``."""
+    k = next((c for c in (64, 32, 16, 8) if d % c == 0 and d > c), 1)
+    rows = ctx.builder.add_value_like(x_id, [mb, d // k, 1, k])
+    ctx.reshape(x_id, rows, [m, d // k, 1, k])
+    return rows, k
+
+
+def row_mean(ctx: LoweringContext, rows: int, m, mb: int, k: int) -> int:
+    """Mean of each row of the NHWC value ``rows`` [M, D / k, 1, k], as [M, 1, 1, 1] (``m``: M, or
+    INFERRED when it is dynamic; ``mb``: its upper bound)."""
     b = ctx.builder
-    partial = b.add_value([m, 1, 1, k])
+    partial = b.add_value([mb, 1, 1, k])
     ctx.unary("XNNGlobalAvgPooling2d", rows, partial, flags=XNN_FLAG_KEEP_DIMS)
     if k == 1:
         return partial
-    stacked = b.add_value([m, k, 1, 1])
+    stacked = b.add_value([mb, k, 1, 1])
     ctx.reshape(partial, stacked, [m, k, 1, 1])
-    mean = b.add_value([m, 1, 1, 1])
+    mean = b.add_value([mb, 1, 1, 1])
     ctx.unary("XNNGlobalAvgPooling2d", stacked, mean, flags=XNN_FLAG_KEEP_DIMS)
     return mean

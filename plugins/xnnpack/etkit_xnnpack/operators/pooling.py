@@ -13,9 +13,14 @@ from .registry import lowers, op
 
 @lowers(op("mean", "dim"))
 def lower_mean(ctx: LoweringContext, node: torch.fx.Node) -> None:
-    """mean(x[N, C, H, W], dims {H, W}) -> XNNGlobalAvgPooling2d on NHWC (+ reshape when keepdim=False)."""
+    """mean(x[N, C, H, W], dims {H, W}) -> XNNGlobalAvgPooling2d on NHWC (+ reshape when keepdim=False);
+    mean over the last dim -> row means as in layer norm (operators/norm.py), reshaped to the result."""
     src = node.args[0]
     keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    rank = len(ctx.shape(src))
+    if sorted(d % rank for d in node.args[1]) != [2, 3] or rank != 4:
+        _mean_last_dim(ctx, node)
+        return
     in_id = ctx.value(src, NHWC)
     n, _, _, c = ctx.builder.dims(in_id)
     if keepdim:
@@ -23,7 +28,22 @@ def lower_mean(ctx: LoweringContext, node: torch.fx.Node) -> None:
     else:
         pooled = ctx.intermediate(node, [n, 1, 1, c])
         ctx.unary("XNNGlobalAvgPooling2d", in_id, pooled, flags=XNN_FLAG_KEEP_DIMS)
-        ctx.reshape(pooled, ctx.define(node, CONTIG), static_shape(node))
+        ctx.reshape(pooled, ctx.define(node, CONTIG), ctx.shape(node))
+
+
+def _mean_last_dim(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    import math
+
+    from . import dynamic_shapes as dyn
+    from .norm import row_mean, row_view
+
+    src = node.args[0]
+    shape, bounds = dyn.sym_shape(src), ctx.bounds(src)
+    d = int(shape[-1])
+    m, mb = dyn.rows(shape, len(shape) - 1), math.prod(bounds[:-1])
+    rows, k = row_view(ctx, ctx.value(src, CONTIG), m, mb, d)
+    mean = row_mean(ctx, rows, m, mb, k)
+    ctx.reshape(mean, ctx.define(node, CONTIG), dyn.sym_shape(node) or [1])
 
 
 #: XNN_FLAG_ALIGN_CORNERS (include/xnnpack.h of XNNPACK 2024-11-08).

@@ -174,6 +174,9 @@ class QuantPlan:
             return
         if target is aten.convolution.default and node.args[6]:
             return  # transposed convolution: float only
+        if target is aten.mean.dim and (len(node.args[0].meta["val"].shape) != 4
+                                        or sorted(d % 4 for d in node.args[1]) != [2, 3]):
+            return  # mean over the last dim: float only (row means through float intermediates)
         if target in _GEMM and weight_quantization(node.args[_GEMM[target][1]], self._constant) is None:
             return
         if target in _GEMM and not self._bias_ok(node):

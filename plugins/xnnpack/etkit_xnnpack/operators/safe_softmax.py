@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from ..serialization.graph_builder import XNN_FLAG_KEEP_DIMS
-from .context import CONTIG, LoweringContext, LoweringError, node_desc, static_shape
+from . import dynamic_shapes as dyn
+from .context import CONTIG, LoweringContext, LoweringError, node_desc
 from .registry import lowers, op
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -31,40 +32,47 @@ FLT_MAX = float(np.finfo(np.float32).max)
 
 @lowers(op("_safe_softmax"))
 def lower_safe_softmax(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    """With a dynamic shape (at most one dynamic dim: the rows or the last dim), that dim is written as 0
+    in the reshapes and ``D`` in ``D * mean(live)`` is its upper bound (``mean(live) >= 1 / D`` when a
+    row has a live entry, so the clamp still gives 1)."""
     src, dim = node.args[0], node.args[1]
-    shape = static_shape(src)
+    shape = dyn.sym_shape(src)
     if not shape or dim % len(shape) != len(shape) - 1:
         raise LoweringError(f"{node_desc(node)}: softmax over dim {dim} of shape {shape}; XNNPACK only supports "
                             f"the last dim")
-    d = shape[-1]
-    m = math.prod(shape) // d
+    if len(dyn.dynamic_dims(shape)) > 1:
+        raise LoweringError(f"{node_desc(node)}: shape {dyn.format_shape(shape)} has more than one dynamic dim")
+    bounds = ctx.bounds(src)
+    d = dyn.INFERRED if dyn.is_dynamic(shape[-1]) else shape[-1]
+    m = dyn.rows(shape, len(shape) - 1)
+    db, mb = bounds[-1], math.prod(bounds[:-1])
     b = ctx.builder
 
     def const(value: float) -> int:
         return b.add_constant(np.asarray([value], dtype=np.float32))
 
-    rows = b.add_value([m, d])
+    rows = b.add_value([mb, db])
     ctx.reshape(ctx.value(src, CONTIG), rows, [m, d])
-    half = b.add_value([m, d])
+    half = b.add_value([mb, db])
     ctx.binary("XNNMultiply", rows, const(0.5), half)
-    live = b.add_value([m, d])
+    live = b.add_value([mb, db])
     ctx.binary("XNNAdd", half, const(FLT_MAX), live, output_min_max=(0.0, 1.0))
-    live4 = b.add_value([m, d, 1, 1])
+    live4 = b.add_value([mb, db, 1, 1])
     ctx.reshape(live, live4, [m, d, 1, 1])
-    frac = b.add_value([m, 1, 1, 1])
+    frac = b.add_value([mb, 1, 1, 1])
     ctx.unary("XNNGlobalAvgPooling2d", live4, frac, flags=XNN_FLAG_KEEP_DIMS)
-    frac2 = b.add_value([m, 1])
+    frac2 = b.add_value([mb, 1])
     ctx.reshape(frac, frac2, [m, 1])
-    alive = b.add_value([m, 1])
-    ctx.binary("XNNMultiply", frac2, const(float(d)), alive, output_min_max=(0.0, 1.0))
-    dead = b.add_value([m, 1])
+    alive = b.add_value([mb, 1])
+    ctx.binary("XNNMultiply", frac2, const(float(db)), alive, output_min_max=(0.0, 1.0))
+    dead = b.add_value([mb, 1])
     ctx.binary("XNNSubtract", const(1.0), alive, dead)
-    low = b.add_value([m, 1])
+    low = b.add_value([mb, 1])
     ctx.unary("XNNLog", dead, low)
-    lifted = b.add_value([m, d])
+    lifted = b.add_value([mb, db])
     ctx.binary("XNNMaximum", rows, low, lifted)
-    soft = b.add_value([m, d])
+    soft = b.add_value([mb, db])
     ctx.unary("XNNSoftmax", lifted, soft)
-    masked = b.add_value([m, d])
+    masked = b.add_value([mb, db])
     ctx.binary("XNNMultiply", soft, alive, masked)
     ctx.reshape(masked, ctx.define(node, CONTIG), shape)

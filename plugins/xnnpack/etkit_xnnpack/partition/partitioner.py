@@ -23,7 +23,8 @@ from etkit.backend import (DELEGATION_TAG, CompileSpec, DelegationSpec, Partitio
 from etkit.backend.utils import is_delegate_call, node_target_name, tag_constant_data
 
 from ..preprocess import BACKEND_ID
-from .config_base import ConfigPrecisionType, XnnpackOpConfig, is_constant, reset_constants
+from ..operators.dynamic_shapes import is_size_node
+from .config_base import ConfigPrecisionType, XnnpackOpConfig, is_constant, reset_constants, tensor_vals
 from .configs import ALL_CONFIGS
 
 #: Compile spec key read by the C++ delegate (runtime/src/xnnpack_backend.cpp).
@@ -135,6 +136,8 @@ class XnnpackPartitioner(Partitioner):
         for node in ep.graph.nodes:
             if node.op != "call_function" or is_delegate_call(node):
                 continue
+            if is_size_node(node):
+                continue  # sizes stay with the program; a delegate reads them from its input tensors
             if is_constant(node, ep):
                 # Folded by preprocess whatever its op (a permute or dequantize of a weight), so no
                 # config is needed; decided below: only worth delegating next to its users.
@@ -163,12 +166,16 @@ class XnnpackPartitioner(Partitioner):
         """Tag delegable nodes; returns the tags, each mapped to ``DelegationSpec("XnnpackBackend")``."""
         ep = exported_program
         supported, rejected = self._supported_nodes(ep)
-        gm = ep.graph_module
-        if self.per_op_mode:
-            groups = self._per_op_groups(ep, supported)
-        else:
-            proposer = CapabilityBasedPartitioner(gm, _Supported(supported), allows_single_node_partition=True)
-            groups = [list(p.nodes) for p in proposer.propose_partitions()]
+        while True:
+            groups = self._groups(ep, supported)
+            # Reshapes with several dynamic dims are written (or not) depending on their neighbours in
+            # the partition; drop the ones that cannot be and partition again.
+            refused = self._unwritable_reshapes(ep, groups)
+            if not refused:
+                break
+            for node, reason in refused.items():
+                supported.discard(node)
+                rejected.append(Rejection(node.name, node_target_name(node), reason))
         # A partition of only compile-time constants would compute nothing at run time: skip it.
         groups = [g for g in groups if not all(is_constant(n, ep) for n in g)]
         order = self._order(ep)
@@ -199,6 +206,37 @@ class XnnpackPartitioner(Partitioner):
         if self.verbose:
             print(self._report.format())
         return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+
+    def _groups(self, ep: ExportedProgram, supported: set) -> list[list]:
+        if self.per_op_mode:
+            return self._per_op_groups(ep, supported)
+        proposer = CapabilityBasedPartitioner(ep.graph_module, _Supported(supported),
+                                              allows_single_node_partition=True)
+        return [list(p.nodes) for p in proposer.propose_partitions()]
+
+    @staticmethod
+    def _unwritable_reshapes(ep: ExportedProgram, groups: list[list]) -> dict:
+        """``{reshape node: reason}`` for the reshapes with several dynamic dims that XNNPACK cannot write
+        within their partition (see :func:`operators.dynamic_shapes.plan_reshapes`)."""
+        from ..operators.dynamic_shapes import RESHAPE_OPS, dynamic_dims, plan_reshapes, sym_shape
+
+        def operand_rank(arg):
+            if isinstance(arg, (int, float)) and not isinstance(arg, bool):
+                return 1
+            vals = tensor_vals(arg) if isinstance(arg, torch.fx.Node) else []
+            return vals[0].dim() if vals and is_constant(arg, ep) else None
+
+        refused: dict = {}
+        order = {n: i for i, n in enumerate(ep.graph.nodes)}
+        for group in groups:
+            if not any(n.target in RESHAPE_OPS and tensor_vals(n) and len(dynamic_dims(sym_shape(n))) > 1
+                       for n in group):
+                continue
+            members = set(group)
+            nodes = sorted(group, key=order.__getitem__)
+            _, errors = plan_reshapes(nodes, members.__contains__, operand_rank)
+            refused.update(errors)
+        return refused
 
     def _per_op_groups(self, ep: ExportedProgram, supported: set) -> list[list]:
         """One group per op, keeping helpers with the op they serve: getitem with its producer,

@@ -225,6 +225,12 @@ class XnnGraphBuilder:
         self.num_externs += 1
         (self.input_ids if is_input else self.output_ids).append(vid)
 
+    def reserve_external(self) -> None:
+        """Skip one extern id: a delegate argument that is not a tensor (a size the program passes along
+        for a view with a dynamic shape). No value is bound to it, so the ids of the following
+        externs stay their argument positions (as ExecuTorch's XNNPACK backend numbers them)."""
+        self.num_externs += 1
+
     # ---- constants ----------------------------------------------------------------------------
 
     def add_constant_data(self, data: bytes, *, prefix: str = "") -> int:

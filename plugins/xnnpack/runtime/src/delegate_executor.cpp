@@ -1,5 +1,6 @@
 #include "delegate_executor.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "etkit/runtime/scalar_type.h"
@@ -77,6 +78,45 @@ void xnn_dims(const Tensor& t, size_t* dims) {
   }
 }
 
+/// "[2, 64, 32]" into `buf`.
+const char* format_dims(const size_t* dims, size_t num_dims, char* buf, size_t size) {
+  size_t n = static_cast<size_t>(std::snprintf(buf, size, "["));
+  for (size_t d = 0; d < num_dims && n < size; ++d) {
+    n += static_cast<size_t>(std::snprintf(buf + n, size - n, d == 0 ? "%zu" : ", %zu", dims[d]));
+  }
+  if (n < size) std::snprintf(buf + n, size - n, "]");
+  return buf;
+}
+
+/// XNNPACK-order shape of `t` bound to `b`, into `dims`; returns the rank. A 0-dim tensor bound to a
+/// value the payload declares as [1] (how etkit and ExecuTorch write a scalar) is given as [1].
+size_t input_shape(const ExternalBinding& b, const Tensor& t, size_t* dims) {
+  if (t.dim() == 0 && b.rank == 1 && b.bounds[0] == 1) {
+    dims[0] = 1;
+    return 1;
+  }
+  xnn_dims(t, dims);
+  return t.dim();
+}
+
+/// The payload's dims of an input are its upper bounds (the shape it was exported with, or for a
+/// dynamic dimension the torch.export.Dim max): XNNPACK would accept more, but the tensors the
+/// program planned after the delegate would not hold the result.
+Error check_bounds(const ExternalBinding& b, const size_t* dims, size_t num_dims) {
+  if (num_dims != b.rank) return Error::Ok;  // another rank: XNNPACK checks it on reshape
+  for (size_t d = 0; d < num_dims; ++d) {
+    if (dims[d] > b.bounds[d]) {
+      char got[160], bound[160];
+      return set_error(Error::InvalidArgument,
+                       "XnnpackBackend: input argument %u has shape %s but the delegate was built for at most "
+                       "%s (dim %zu: %zu > %zu); export with a larger upper bound (torch.export.Dim max)",
+                       b.external_id, format_dims(dims, num_dims, got, sizeof(got)),
+                       format_dims(b.bounds, b.rank, bound, sizeof(bound)), d, dims[d], b.bounds[d]);
+    }
+  }
+  return Error::Ok;
+}
+
 /// Reshapes inputs whose shape changed; returns whether the runtime must be re-planned.
 Error bind_inputs(DelegateState& state, Span<EValue*> args, bool* changed) {
   for (size_t i = 0; i < state.inputs.size(); ++i) {
@@ -84,14 +124,15 @@ Error bind_inputs(DelegateState& state, Span<EValue*> args, bool* changed) {
     Tensor* t = nullptr;
     ETKIT_CHECK_OK(bound_tensor(b, args, &t));
     size_t dims[XNN_MAX_TENSOR_DIMS];
-    xnn_dims(*t, dims);
-    const bool same = b.shape_known && b.num_dims == t->dim() &&
-                      std::memcmp(dims, b.dims, t->dim() * sizeof(size_t)) == 0;
+    const size_t num_dims = input_shape(b, *t, dims);
+    const bool same = b.shape_known && b.num_dims == num_dims &&
+                      std::memcmp(dims, b.dims, num_dims * sizeof(size_t)) == 0;
     if (!same) {
-      xnn_status status = xnn_reshape_external_value(state.runtime, b.external_id, t->dim(), dims);
+      ETKIT_CHECK_OK(check_bounds(b, dims, num_dims));
+      xnn_status status = xnn_reshape_external_value(state.runtime, b.external_id, num_dims, dims);
       if (status != xnn_status_success) return xnn_failed("xnn_reshape_external_value", status);
       std::memcpy(b.dims, dims, sizeof(dims));
-      b.num_dims = t->dim();
+      b.num_dims = num_dims;
       b.shape_known = true;
       *changed = true;
     }
@@ -112,29 +153,37 @@ Error resize_outputs(DelegateState& state, Span<EValue*> args, bool replanned) {
       size_t dims[XNN_MAX_TENSOR_DIMS];
       xnn_status status = xnn_get_external_value_shape(state.runtime, b.external_id, &num_dims, dims);
       if (status != xnn_status_success) return xnn_failed("xnn_get_external_value_shape", status);
+      size_t numel = 1;
+      for (size_t d = 0; d < num_dims; ++d) numel *= dims[d];
+      char shape[160];
       if (num_dims != t->dim()) {
-        return set_error(Error::InvalidArgument,
-                         "XnnpackBackend: output argument %u has rank %zu but XNNPACK produces rank %zu",
-                         b.external_id, t->dim(), num_dims);
-      }
-      SizesType sizes[XNN_MAX_TENSOR_DIMS];
-      if (is_channels_last(*t)) {  // XNNPACK reports NHWC; the tensor's sizes are NCHW
-        sizes[0] = static_cast<SizesType>(dims[0]);
-        sizes[1] = static_cast<SizesType>(dims[3]);
-        sizes[2] = static_cast<SizesType>(dims[1]);
-        sizes[3] = static_cast<SizesType>(dims[2]);
+        // A 0-dim output (a reduction to a scalar, a mean loss): XNNPACK holds a scalar as [1].
+        if (!(t->dim() == 0 && numel == 1)) {
+          return set_error(Error::InvalidArgument,
+                           "XnnpackBackend: output argument %u has rank %zu but XNNPACK produces shape %s",
+                           b.external_id, t->dim(), format_dims(dims, num_dims, shape, sizeof(shape)));
+        }
       } else {
-        for (size_t d = 0; d < num_dims; ++d) sizes[d] = static_cast<SizesType>(dims[d]);
-      }
-      bool differs = false;
-      for (size_t d = 0; d < num_dims; ++d) differs |= sizes[d] != t->size(d);
-      if (differs) {
-        Error err = t->resize(Span<const SizesType>(sizes, num_dims));
-        if (err != Error::Ok) {
-          return set_error(err,
-                           "XnnpackBackend: output argument %u cannot take the shape XNNPACK computed for the "
-                           "new input shapes (%s); its tensor is static or too small",
-                           b.external_id, etkit::runtime::error_name(err));
+        SizesType sizes[XNN_MAX_TENSOR_DIMS];
+        if (is_channels_last(*t)) {  // XNNPACK reports NHWC; the tensor's sizes are NCHW
+          sizes[0] = static_cast<SizesType>(dims[0]);
+          sizes[1] = static_cast<SizesType>(dims[3]);
+          sizes[2] = static_cast<SizesType>(dims[1]);
+          sizes[3] = static_cast<SizesType>(dims[2]);
+        } else {
+          for (size_t d = 0; d < num_dims; ++d) sizes[d] = static_cast<SizesType>(dims[d]);
+        }
+        bool differs = false;
+        for (size_t d = 0; d < num_dims; ++d) differs |= sizes[d] != t->size(d);
+        if (differs) {
+          Error err = t->resize(Span<const SizesType>(sizes, num_dims));
+          if (err != Error::Ok) {
+            return set_error(err,
+                             "XnnpackBackend: output argument %u cannot take the shape %s XNNPACK computed for "
+                             "the new input shapes (%s): its tensor is static or holds only %zu bytes",
+                             b.external_id, format_dims(dims, num_dims, shape, sizeof(shape)),
+                             etkit::runtime::error_name(err), t->capacity_nbytes());
+          }
         }
       }
       std::memcpy(b.dims, dims, sizeof(dims));

@@ -20,7 +20,8 @@ struct ExternalBinding {
   uint32_t external_id = XNN_INVALID_VALUE_ID;
   bool is_input = false;
   xnn_datatype datatype = xnn_datatype_invalid;
-  uint32_t rank = 0;                         // rank declared in the payload (informational)
+  uint32_t rank = 0;                         // rank declared in the payload
+  size_t bounds[XNN_MAX_TENSOR_DIMS] = {};   // dims declared in the payload: a dynamic input's upper bounds
   size_t dims[XNN_MAX_TENSOR_DIMS] = {};     // XNNPACK-order dims last bound (inputs) or produced (outputs)
   size_t num_dims = 0;
   bool shape_known = false;                  // false until the first execute()

@@ -320,6 +320,7 @@ Error record_external(ValueContext& ctx, const TensorDesc& desc) {
   binding.is_input = (flags & XNN_VALUE_FLAG_EXTERNAL_INPUT) != 0;
   binding.datatype = desc.datatype;
   binding.rank = static_cast<uint32_t>(desc.dims.size());
+  for (size_t d = 0; d < desc.dims.size(); ++d) binding.bounds[d] = desc.dims[d];
   (binding.is_input ? ctx.state.inputs : ctx.state.outputs).push_back(binding);
   return Error::Ok;
 }

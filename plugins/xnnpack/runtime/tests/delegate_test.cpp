@@ -103,11 +103,12 @@ std::vector<uint8_t> build_payload(const GraphSpec& spec, bool with_header = tru
 const std::vector<float> kW = {0.5f, -1.f, 2.f, 0.25f, 1.f, 1.f, -1.f, 0.f, -0.5f, 0.75f, 0.1f, 3.f};
 const std::vector<float> kB = {0.1f, -0.2f, 0.3f};
 
-GraphSpec linear_relu_spec(bool named_weight = false) {
+/// `max_batch`: the input's and output's first dim in the payload (their upper bound).
+GraphSpec linear_relu_spec(bool named_weight = false, uint32_t max_batch = 2) {
   GraphSpec s;
   s.num_externs = 2;
-  s.values = {tensor_value({2, 4}, 0, 0, 0, kIn), tensor_value({3, 4}, 1, 1), tensor_value({3}, 2, 2),
-              tensor_value({2, 3}, 3, 0, 1, kOut)};
+  s.values = {tensor_value({max_batch, 4}, 0, 0, 0, kIn), tensor_value({3, 4}, 1, 1), tensor_value({3}, 2, 2),
+              tensor_value({max_batch, 3}, 3, 0, 1, kOut)};
   s.constants = {{named_weight ? std::vector<uint8_t>{} : float_bytes(kW), named_weight ? "w" : ""},
                  {float_bytes(kB), ""}};
   s.nodes = {[](flatbuffers::FlatBufferBuilder& b) {
@@ -195,11 +196,11 @@ void test_registration_is_idempotent() {
 }
 
 void test_linear_relu_matches_reference_and_follows_shape_changes() {
-  auto payload = build_payload(linear_relu_spec());
+  auto payload = build_payload(linear_relu_spec(/*named_weight=*/false, /*max_batch=*/5));
   auto h = init_payload(payload);
   CHECK(h.ok());
   if (!h.ok()) return std::printf("    %s\n", last_error_message()), void();
-  OwnedTensor x({2, 4}, 5 * 4), y({2, 3}, 5 * 3);
+  OwnedTensor x({2, 4}, 6 * 4), y({2, 3}, 6 * 3);
   std::vector<float> xv = {1, 2, 3, 4, -1, 0.5f, 2, -3};
   std::memcpy(x.data.data(), xv.data(), xv.size() * 4);
   CHECK(run(h.get(), {&x.value, &y.value}) == Error::Ok);
@@ -213,6 +214,17 @@ void test_linear_relu_matches_reference_and_follows_shape_changes() {
   CHECK(run(h.get(), {&x.value, &y.value}) == Error::Ok);
   CHECK(y.tensor.size(0) == 5 && y.tensor.size(1) == 3);
   CHECK(close(y.data.data(), linear_relu_reference(xv5, 5)));
+  // Batch 6 is above the bound the payload declares (5): refused, naming both shapes.
+  x.sizes[0] = 6;
+  CHECK(x.tensor.resize(Span<const SizesType>(x.sizes.data(), 2)) == Error::Ok);
+  CHECK(run(h.get(), {&x.value, &y.value}) == Error::InvalidArgument);
+  CHECK(std::strstr(last_error_message(), "shape [6, 4] but the delegate was built for at most [5, 4]") != nullptr);
+  // Back within the bound: runs again.
+  x.sizes[0] = 2;
+  std::memcpy(x.data.data(), xv.data(), xv.size() * 4);
+  CHECK(x.tensor.resize(Span<const SizesType>(x.sizes.data(), 2)) == Error::Ok);
+  CHECK(run(h.get(), {&x.value, &y.value}) == Error::Ok);
+  CHECK(y.tensor.size(0) == 2 && close(y.data.data(), linear_relu_reference(xv, 2)));
   backend()->destroy(h.get());
 }
 
@@ -254,6 +266,27 @@ void test_bare_flatbuffer_add_with_threads() {
   for (int i = 0; i < 3; ++i) b.data[i] = 10.f * float(i + 1);
   CHECK(run(h.get(), {&a.value, &b.value, &z.value}) == Error::Ok);
   CHECK(close(z.data.data(), {10, 21, 32, 13, 24, 35}));
+  backend()->destroy(h.get());
+}
+
+/// A scalar is a [1] value in the payload; the program's tensors are 0-dim (reductions, mean losses).
+void test_zero_dim_tensors_bind_to_one_element_values() {
+  GraphSpec s;
+  s.num_externs = 3;
+  s.values = {tensor_value({1}, 0, 0, 0, kIn), tensor_value({1}, 1, 0, 1, kIn), tensor_value({1}, 2, 0, 2, kOut)};
+  s.nodes = {[](flatbuffers::FlatBufferBuilder& b) {
+    auto add = fb::Create_XNNNode2x1(b, 0, 1, 2, 0);
+    return fb::CreateXNode(b, fb::XNodeUnion::XNNAdd, add.Union(), 0);
+  }};
+  auto h = init_payload(build_payload(s));
+  CHECK(h.ok());
+  if (!h.ok()) return std::printf("    %s\n", last_error_message()), void();
+  OwnedTensor a({}, 1, ScalarType::Float, TensorShapeDynamism::STATIC), b({1}, 1),
+      z({}, 1, ScalarType::Float, TensorShapeDynamism::STATIC);
+  a.data[0] = 1.5f;
+  b.data[0] = 2.f;
+  CHECK(run(h.get(), {&a.value, &b.value, &z.value}) == Error::Ok);
+  CHECK(z.tensor.dim() == 0 && close(z.data.data(), {3.5f}));
   backend()->destroy(h.get());
 }
 
@@ -351,6 +384,7 @@ int main() {
        test_linear_relu_matches_reference_and_follows_shape_changes},
       {"named_constant_comes_from_named_data_map", test_named_constant_comes_from_named_data_map},
       {"bare_flatbuffer_add_with_threads", test_bare_flatbuffer_add_with_threads},
+      {"zero_dim_tensors_bind_to_one_element_values", test_zero_dim_tensors_bind_to_one_element_values},
       {"set_option_rejects_unknown_key_and_bad_thread_count", test_set_option_rejects_unknown_key_and_bad_thread_count},
       {"wrong_argument_dtype_is_rejected", test_wrong_argument_dtype_is_rejected},
       {"undefined_value_names_the_node", test_undefined_value_names_the_node},

@@ -60,8 +60,12 @@ class DynamicQuantChainConfig(XnnpackOpConfig):
         dq, readers = chain
         x = dynamic_activation_source(dq)
         xval = tensor_vals(x)[0]
-        if any(not isinstance(d, int) for d in xval.shape):
-            return f"dynamic shape {list(xval.shape)} is not supported (export with static shapes)"
+        from ...operators.dynamic_shapes import dim_upper_bound, format_shape
+        for i, d in enumerate(xval.shape):
+            if not isinstance(d, int) and (i == xval.dim() - 1 or dim_upper_bound(d) is None):
+                what = "is the quantized row (the linear's reduction dim)" if i == xval.dim() - 1 else \
+                    "has no upper bound; export with torch.export.Dim(..., max=N)"
+                return f"dynamic dim {i} ({d}) of {x.name} {format_shape(xval.shape)} {what}"
         if xval.dim() > MAX_DIMS:
             return f"{xval.dim()}-D tensor; XNNPACK supports at most {MAX_DIMS} dims"
         q = dq.args[0]

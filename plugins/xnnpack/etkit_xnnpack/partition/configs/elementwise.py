@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
+from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, dynamic_dim_reason, is_constant, tensor_vals
 
 aten = torch.ops.aten
 
@@ -14,6 +14,7 @@ class BinaryConfig(XnnpackOpConfig):
     """add, sub, mul, div, maximum, minimum (Tensor or Scalar operand; broadcasting allowed)."""
 
     fp16 = True
+    dynamic_shapes = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
@@ -48,6 +49,7 @@ class UnaryConfig(XnnpackOpConfig):
     """One-input math ops XNNPACK has a node for, and dtype/layout preserving copies."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten.tanh.default, aten.sigmoid.default, aten.abs.default, aten.neg.default, aten.floor.default,
                aten.ceil.default, aten.sqrt.default, aten.rsqrt.default, aten.exp.default, aten.log.default,
@@ -65,6 +67,7 @@ class HardswishConfig(XnnpackOpConfig):
     """``aten.hardswish`` kept undecomposed (XNNPACK hardswish)."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten.hardswish.default,)
     keep_undecomposed = (aten.hardswish.default,)
@@ -96,6 +99,7 @@ class ClampConfig(XnnpackOpConfig):
     """relu, hardtanh (relu6), clamp with number bounds -> XNNPACK clamp."""
 
     fp16 = True
+    dynamic_shapes = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
@@ -111,6 +115,7 @@ class GeluConfig(XnnpackOpConfig):
     """gelu with approximate='none' (XNNPACK gelu is the erf form)."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten.gelu.default,)
 
@@ -123,6 +128,7 @@ class GeluConfig(XnnpackOpConfig):
 
 class LeakyReluConfig(XnnpackOpConfig):
     fp16 = True
+    dynamic_shapes = True
     targets = (aten.leaky_relu.default,)
 
 
@@ -130,6 +136,7 @@ class EluConfig(XnnpackOpConfig):
     """elu with scale = input_scale = 1."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten.elu.default,)
 
@@ -143,6 +150,7 @@ class SquareConfig(XnnpackOpConfig):
     """``pow(x, 2)`` -> XNNPACK square."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten.pow.Tensor_Scalar,)
 
@@ -162,9 +170,10 @@ def _softmax_dim_reason(node) -> Optional[str]:
 
 
 class SoftmaxConfig(XnnpackOpConfig):
-    """``_softmax`` over the last dim."""
+    """``_softmax`` over the last dim (which may be dynamic: XNNPACK reads it at reshape time)."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten._softmax.default,)
 
@@ -182,6 +191,11 @@ class SafeSoftmaxConfig(XnnpackOpConfig):
 
     targets = (aten._safe_softmax.default,)
     keep_undecomposed = (aten._safe_softmax.default,)
+    dynamic_shapes = True
+
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        return dynamic_dim_reason(node, "the lowering views the input as [rows, last dim] and back, and "
+                                        "XNNPACK's static_reshape infers only one dim")
 
     def check_constraints(self, node, ep) -> Optional[str]:
         reason = _softmax_dim_reason(node)
@@ -194,6 +208,7 @@ class ToCopyConfig(XnnpackOpConfig):
     """``_to_copy`` that changes neither dtype nor layout (a plain copy)."""
 
     targets = (aten._to_copy.default,)
+    dynamic_shapes = True
 
     def check_constraints(self, node, ep) -> Optional[str]:
         src = tensor_vals(node.args[0])[0]

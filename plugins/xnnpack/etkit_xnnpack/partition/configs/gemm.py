@@ -31,14 +31,27 @@ class ConvolutionConfig(XnnpackOpConfig):
         return None
 
 
+def _reduction_dim_reason(node, x) -> Optional[str]:
+    """Fully connected: the constant weight fixes K, the input's last dim, so it cannot be dynamic."""
+    shape = list(tensor_vals(x)[0].shape)
+    if shape and not isinstance(shape[-1], int):
+        return (f"dynamic dim {len(shape) - 1} ({shape[-1]}) of {x.name} is the reduction dim of XNNPACK's "
+                f"fully_connected (fixed by the constant weight)")
+    return None
+
+
 class LinearConfig(XnnpackOpConfig):
     """``aten.linear`` kept undecomposed; constant weight [N, K] and bias [N]."""
 
     fp16 = True
+    dynamic_shapes = True
 
     precisions = ALL_PRECISIONS
     targets = (aten.linear.default,)
     keep_undecomposed = (aten.linear.default,)
+
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        return _reduction_dim_reason(node, node.args[0])
 
     def check_constraints(self, node, ep) -> Optional[str]:
         if not is_constant(node.args[1], ep):
@@ -56,9 +69,13 @@ class AddmmConfig(XnnpackOpConfig):
     """``addmm(bias, x, weight)``: constant 2-D weight, constant bias of N elements, alpha = beta = 1."""
 
     fp16 = True
+    dynamic_shapes = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.addmm.default,)
+
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        return _reduction_dim_reason(node, node.args[1])
 
     def check_constraints(self, node, ep) -> Optional[str]:
         bias, weight = node.args[0], node.args[2]
@@ -78,9 +95,13 @@ class MmConfig(XnnpackOpConfig):
     """``mm(x, weight)`` with constant weight (fully connected without bias)."""
 
     fp16 = True
+    dynamic_shapes = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.mm.default,)
+
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        return _reduction_dim_reason(node, node.args[0])
 
     def check_constraints(self, node, ep) -> Optional[str]:
         if not is_constant(node.args[1], ep):
@@ -89,8 +110,10 @@ class MmConfig(XnnpackOpConfig):
 
 
 class BmmConfig(XnnpackOpConfig):
-    """``bmm(a[B, M, K], b[B, K, N])`` (both may be computed)."""
+    """``bmm(a[B, M, K], b[B, K, N])`` (both may be computed; any dim may be dynamic: XNNPACK packs a
+    computed ``b`` at every run)."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten.bmm.default,)

@@ -7,7 +7,8 @@ from typing import Optional
 import torch
 
 from ...operators.dynamic_quant import CHOOSE_QPARAMS_OPS
-from ..config_base import ALL_PRECISIONS, FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, is_constant, tensor_vals
+from ..config_base import (ALL_PRECISIONS, FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, dynamic_dim_reason,
+                           is_constant, sym_shape, tensor_vals)
 
 aten = torch.ops.aten
 
@@ -24,6 +25,15 @@ class UpsampleBilinear2dConfig(XnnpackOpConfig):
     def check_constraints(self, node, ep) -> Optional[str]:
         if tensor_vals(node.args[0])[0].dim() != 4:
             return "only 4-D [N, C, H, W] input is supported"
+        scales = arg(node, 3, "scale_factors")
+        if scales:
+            # PyTorch samples with 1 / scale, XNNPACK with input size / output size: equal only when the
+            # scaled size is a whole number.
+            src = tensor_vals(node.args[0])[0].shape[2:]
+            for size, scale in zip(src, scales):
+                if not isinstance(size, int) or float(size) * float(scale) != int(float(size) * float(scale)):
+                    return (f"scale factor {scale} of a dim of size {size} does not give a whole output size; "
+                            f"XNNPACK samples by the size ratio, PyTorch by the scale (pass size=...)")
         return None
 
 
@@ -34,25 +44,49 @@ def _pair(v, default):
     return v * 2 if len(v) == 1 else v
 
 
+def _mean_dims(node) -> tuple[int, list[int]]:
+    rank = tensor_vals(node.args[0])[0].dim()
+    return rank, sorted(d % rank for d in (node.args[1] or [])) if rank else []
+
+
 class MeanDimConfig(XnnpackOpConfig):
     """``mean`` over H and W of a 4-D tensor (global average pooling, the form
-    ``adaptive_avg_pool2d(x, 1)`` decomposes to)."""
+    ``adaptive_avg_pool2d(x, 1)`` decomposes to), or over the last dim of any tensor (RMSNorm's
+    ``x.pow(2).mean(-1, keepdim=True)``; float only, written like layer norm's row means)."""
 
     fp16 = True
+    dynamic_shapes = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.mean.dim,)
 
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        rank, dims = _mean_dims(node)
+        if dims == [rank - 1]:
+            x = node.args[0]
+            last = sym_shape(x)[-1]
+            if not isinstance(last, int):
+                return (f"dynamic dim {rank - 1} ({last}) of {x.name} is the averaged dim; rows must have a static "
+                        f"length")
+            return (dynamic_dim_reason(x, "the lowering views the input as rows, and XNNPACK's static_reshape "
+                                          "infers only one dim")
+                    or dynamic_dim_reason(node, "the row means are reshaped to the result, and XNNPACK's "
+                                                "static_reshape infers only one dim"))
+        if arg(node, 2, "keepdim", False):
+            return None
+        return dynamic_dim_reason(node, "the pooled [N, 1, 1, C] is reshaped to the result, and XNNPACK's "
+                                        "static_reshape infers only one dim")
+
     def check_constraints(self, node, ep) -> Optional[str]:
-        src = tensor_vals(node.args[0])[0]
-        if src.dim() != 4:
-            return f"only 4-D inputs are supported (global average pooling), got {src.dim()}-D"
-        dims = sorted(d % 4 for d in (node.args[1] or []))
-        if dims != [2, 3]:
-            return f"mean over dims {list(node.args[1] or [])}; XNNPACK supports only the H and W dims [2, 3]"
+        rank, dims = _mean_dims(node)
         if node.kwargs.get("dtype") is not None:
             return "dtype argument is not supported"
-        return None
+        if rank == 4 and dims == [2, 3]:
+            return None
+        if rank >= 1 and dims == [rank - 1]:
+            return None
+        return (f"mean over dims {list(node.args[1] or [])} of a {rank}-D tensor; XNNPACK supports only the H and W "
+                f"dims [2, 3] of a 4-D tensor (global average pooling) or the last dim")
 
 
 class AvgPool2dConfig(XnnpackOpConfig):
@@ -60,6 +94,8 @@ class AvgPool2dConfig(XnnpackOpConfig):
     targets = (aten.avg_pool2d.default,)
 
     def check_constraints(self, node, ep) -> Optional[str]:
+        if tensor_vals(node.args[0])[0].dim() != 4:
+            return "only 4-D (NCHW) inputs are supported"
         kernel = _pair(node.args[1], None)
         padding = _pair(arg(node, 3, "padding", [0]), [0])
         if arg(node, 4, "ceil_mode", False):
@@ -85,7 +121,7 @@ class MaxPool2dConfig(XnnpackOpConfig):
             if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
                 return "the indices output is used; XNNPACK max pooling does not produce indices"
             # The int64 indices output is never materialized, so only check the values.
-            return self.check_float_dtypes(tensor_vals(node.args[0]))
+            return self.check_float_dtypes(tensor_vals(node.args[0])) or self.check_shapes(node, ep)
         return super().check_common(node, ep)
 
     def check_constraints(self, node, ep) -> Optional[str]:
@@ -104,7 +140,7 @@ class BatchNormConfig(XnnpackOpConfig):
     targets = (aten._native_batch_norm_legit_no_training.default,)
 
     def check_common(self, node, ep) -> Optional[str]:
-        return self.check_float_dtypes(tensor_vals(node.args[0]))
+        return self.check_float_dtypes(tensor_vals(node.args[0])) or self.check_shapes(node, ep)
 
     def check_constraints(self, node, ep) -> Optional[str]:
         if tensor_vals(node.args[0])[0].dim() != 4:
@@ -153,14 +189,24 @@ class LayerNormConfig(XnnpackOpConfig):
     lowered to pooling/arithmetic nodes (see operators/norm.py)."""
 
     targets = (aten.native_layer_norm.default,)
+    dynamic_shapes = True
 
     def check_common(self, node, ep) -> Optional[str]:
         src = tensor_vals(node.args[0])[0]
         if src.dtype != torch.float32:
             return f"dtype {src.dtype} is not supported"
-        if any(not isinstance(d, int) for d in src.shape):
-            return f"dynamic shape {list(src.shape)} is not supported (export with static shapes)"
-        return None
+        return self.check_shapes(node, ep)
+
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        x = node.args[0]
+        shape = sym_shape(x)
+        normalized = len(node.args[1])
+        for i in range(len(shape) - normalized, len(shape)):
+            if not isinstance(shape[i], int):
+                return (f"dynamic dim {i} ({shape[i]}) of {x.name} is a normalized dim; the lowering averages "
+                        f"rows of a static length")
+        return dynamic_dim_reason(x, "the lowering views the input as rows and back, and XNNPACK's "
+                                     "static_reshape infers only one dim")
 
     def check_constraints(self, node, ep) -> Optional[str]:
         for name, a in (("weight", node.args[2]), ("bias", node.args[3])):

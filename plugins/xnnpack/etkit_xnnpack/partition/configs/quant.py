@@ -18,11 +18,12 @@ class _QDQConfig(XnnpackOpConfig):
         outs = tensor_vals(node)
         if not outs:
             return "no tensor metadata on the node (re-export the model)"
-        if any(not isinstance(d, int) for d in outs[0].shape):
-            return f"dynamic shape {list(outs[0].shape)} is not supported (export with static shapes)"
         if outs[0].dim() > MAX_DIMS:
             return f"{outs[0].dim()}-D tensor; XNNPACK supports at most {MAX_DIMS} dims"
-        return None
+        return self.check_shapes(node, ep)
+
+    def dynamic_refusal(self) -> str:
+        return "statically quantized (int8) partitions are delegated with static shapes only"
 
 
 class QuantizeConfig(_QDQConfig):

@@ -5,15 +5,28 @@ from typing import Optional
 
 import torch
 
-from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, tensor_vals
+from ...operators.dynamic_shapes import dims_equal, dynamic_dims, format_shape, same_but_leading_ones, shapes_equal
+from ..config_base import FP32_AND_STATIC_QUANT, XnnpackOpConfig, arg, dynamic_dim_reason, sym_shape, tensor_vals
 
 aten = torch.ops.aten
 
 
 class ReshapeConfig(XnnpackOpConfig):
-    """view/reshape, unsqueeze, squeeze (static shapes) -> XNNPACK static_reshape."""
+    """view/reshape, unsqueeze, squeeze -> XNNPACK static_reshape. With dynamic shapes the result may
+    have one dynamic dim (written as 0: XNNPACK infers it); several only when the reshape merely adds or
+    removes leading 1s (decided per partition, see operators/dynamic_shapes.py: the partitioner drops
+    the ones it cannot write)."""
 
     fp16 = True
+    dynamic_shapes = True
+    symbolic_size_args = True
+
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        out, src = sym_shape(node), sym_shape(node.args[0])
+        if len(dynamic_dims(out)) <= 1 or same_but_leading_ones(out, src):
+            return None
+        return dynamic_dim_reason(node, f"the reshape from {format_shape(src)} needs XNNPACK's static_reshape "
+                                        f"to infer more than one dim (it infers one)")
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.view_copy.default, aten.view.default, aten._unsafe_view.default, aten.reshape.default,
@@ -25,6 +38,7 @@ class PermuteConfig(XnnpackOpConfig):
     """permute / transpose / t -> XNNPACK static_transpose."""
 
     fp16 = True
+    dynamic_shapes = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.permute_copy.default, aten.permute.default, aten.transpose_copy.int, aten.transpose.int,
@@ -35,20 +49,23 @@ class ExpandConfig(XnnpackOpConfig):
     """expand that keeps the shape (a copy); XNNPACK 2024-11-08 has no broadcast node in this schema."""
 
     fp16 = True
+    dynamic_shapes = True
+    symbolic_size_args = True
 
     targets = (aten.expand_copy.default, aten.expand.default)
 
     def check_constraints(self, node, ep) -> Optional[str]:
         src, out = tensor_vals(node.args[0])[0], tensor_vals(node)[0]
-        if list(src.shape) != list(out.shape):
+        if not shapes_equal(list(src.shape), list(out.shape)):
             return f"expand {list(src.shape)} -> {list(out.shape)} changes the shape (only no-op expands are supported)"
         return None
 
 
 class CatConfig(XnnpackOpConfig):
-    """cat of float tensors, none empty."""
+    """cat of float tensors, none empty (dynamic dims allowed: XNNPACK sums the axis at reshape time)."""
 
     fp16 = True
+    dynamic_shapes = True
 
     precisions = FP32_AND_STATIC_QUANT
     targets = (aten.cat.default,)
@@ -70,8 +87,31 @@ class SliceConfig(XnnpackOpConfig):
     """slice with step 1 -> XNNPACK static_slice; select -> slice + reshape."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten.slice_copy.Tensor, aten.slice.Tensor, aten.select_copy.int, aten.select.int)
+
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        src = sym_shape(node.args[0])
+        dim = arg(node, 1, "dim", 0) % len(src)
+        if not isinstance(src[dim], int):
+            # XNNPACK's static_slice fixes offsets and sizes at init (a size of 0: the whole dim): a dynamic
+            # dim can be kept whole, or cut to a static size from a static offset counted from its start.
+            if node.target in (aten.slice_copy.Tensor, aten.slice.Tensor):
+                start, size = arg(node, 2, "start", 0) or 0, sym_shape(node)[dim]
+                ok = (start == 0 and dims_equal(size, src[dim])) or (start >= 0 and isinstance(size, int))
+                what = f"slice from {start} to {size} elements"
+            else:
+                ok = arg(node, 2, "index") >= 0
+                what = f"select of index {arg(node, 2, 'index')}"
+            if not ok:
+                return (f"dynamic dim {dim} ({src[dim]}) of {node.args[0].name} {format_shape(src)}: {what}; "
+                        f"XNNPACK's static_slice fixes offsets and sizes at init, so a dynamic dim is kept whole "
+                        f"or cut to a static size from a non-negative offset")
+        if node.target in (aten.select_copy.int, aten.select.int):
+            return dynamic_dim_reason(node, "select reshapes the slice, and XNNPACK's static_reshape infers "
+                                            "only one dim")
+        return None
 
     def check_constraints(self, node, ep) -> Optional[str]:
         if node.target in (aten.slice_copy.Tensor, aten.slice.Tensor):
@@ -87,6 +127,7 @@ class ConstantPadConfig(XnnpackOpConfig):
     """constant_pad_nd with non-negative padding -> XNNPACK static_constant_pad."""
 
     fp16 = True
+    dynamic_shapes = True
 
     targets = (aten.constant_pad_nd.default,)
 
@@ -108,9 +149,16 @@ class SplitConfig(XnnpackOpConfig):
         reason = self.check_float_dtypes(tensor_vals(node.args[0]) + tensor_vals(node))
         if reason:
             return reason
-        for v in tensor_vals(node.args[0]) + tensor_vals(node):
-            if any(not isinstance(d, int) for d in v.shape):
-                return f"dynamic shape {list(v.shape)} is not supported (export with static shapes)"
+        return self.check_shapes(node, ep)
+
+    dynamic_shapes = True
+
+    def check_dynamic(self, node, ep) -> Optional[str]:
+        src = sym_shape(node.args[0])
+        dim = arg(node, 2, "dim", 0) % len(src)
+        if not isinstance(src[dim], int):
+            return (f"dynamic dim {dim} ({src[dim]}) of {node.args[0].name} {format_shape(src)} is the split "
+                    f"dim; XNNPACK's static_slice fixes offsets and sizes at init")
         return None
 
     def check_constraints(self, node, ep) -> Optional[str]:
