@@ -68,7 +68,8 @@ def test_an_unbounded_dim_is_refused_at_emit_time():
 
 
 def test_transformer_layer_with_dynamic_sequence_and_a_partitioner():
-    """Backends refuse dynamic nodes (reported per node); the portable kernels run them."""
+    """A partitioner delegates the dynamic nodes it can run and names the others (here two dynamic dims, batch
+    and sequence, which XNNPACK's reshapes cannot infer together); the portable kernels run those."""
     etkit_xnnpack = pytest.importorskip("etkit_xnnpack")
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0).eval()

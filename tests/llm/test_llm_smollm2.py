@@ -9,7 +9,7 @@ import pytest
 
 from etkit.llm import GenerationConfig, LlmConfig, TextLLMRunner, Tokenizer, export_llm
 
-from .conftest import eager_greedy, smollm2_gguf
+from .conftest import CPU_BACKEND, eager_greedy, smollm2_gguf
 
 PROMPTS = [
     "The capital of France is",
@@ -20,19 +20,12 @@ PROMPTS = [
 ]
 
 
-def _backend() -> str:
-    try:
-        import etkit_xnnpack  # noqa: F401
-        return "xnnpack"
-    except ImportError:
-        return "portable"
-
 
 @pytest.fixture(scope="module")
 def smollm2_program(smollm2, tmp_path_factory):
     model, tokenizer = smollm2
     path = tmp_path_factory.mktemp("smollm2") / "model.pte"
-    export_llm(model, LlmConfig(max_seq_len=32, max_context_len=128, backend=_backend()),
+    export_llm(model, LlmConfig(max_seq_len=32, max_context_len=128, backend=CPU_BACKEND),
                progress=lambda _: None).write_to_file(str(path))
     return str(path)
 
@@ -64,7 +57,7 @@ def test_cli_export_and_generate(tmp_path):
     the text and prints the stats line."""
     pte = tmp_path / "smollm2.pte"
     export = subprocess.run([sys.executable, "-m", "etkit", "llm", "export", "--model", smollm2_gguf(), "-o", str(pte),
-                             "--backend", _backend(), "--max-context-len", "96", "--max-seq-len", "32"],
+                             "--backend", CPU_BACKEND, "--max-context-len", "96", "--max-seq-len", "32"],
                             capture_output=True, text=True)
     assert export.returncode == 0, export.stderr
     assert "torch.export:" in export.stderr and (tmp_path / "tokenizer.json").exists()

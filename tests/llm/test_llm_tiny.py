@@ -8,19 +8,9 @@ import torch
 from etkit.llm import GenerationConfig, GenerationError, LlmConfig, LlmExportError, TextLLMRunner, export_llm
 from etkit.llm.model import StaticKVDecoder, UnsupportedModelError
 
-from .conftest import eager_greedy, tiny_model
+from .conftest import CPU_BACKEND, eager_greedy, tiny_model
 
 PROMPT = [1, 504, 3458, 282, 4649, 314, 731, 1024]  # any ids of the shared vocabulary
-
-
-def _backends():
-    out = ["portable"]
-    try:
-        import etkit_xnnpack  # noqa: F401
-        out.append("xnnpack")
-    except ImportError:
-        pass
-    return out
 
 
 def _runner(tmp_path, model, tokenizer, **config) -> TextLLMRunner:
@@ -29,7 +19,7 @@ def _runner(tmp_path, model, tokenizer, **config) -> TextLLMRunner:
     return TextLLMRunner(str(path), tokenizer)
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", ["portable", CPU_BACKEND])
 @pytest.mark.parametrize("model_type", ["llama", "qwen2"])
 def test_greedy_tokens_equal_transformers(tmp_path, smollm2, backend, model_type):
     model = tiny_model(model_type)

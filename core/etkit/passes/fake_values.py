@@ -28,7 +28,7 @@ def propagate_fake_values(gm: torch.fx.GraphModule) -> None:
     if any(isinstance(v, torch.Tensor) and any(not isinstance(d, int) for d in v.shape) for v in values):
         # Dynamic shapes: re-running the *_copy ops' meta functions would specialize the symbolic sizes
         # (permute_copy guards on them). Such graphs keep export's strides; the portable kernels follow
-        # any dim order, and backends refuse dynamic nodes.
+        # any dim order, and a backend checks the dim order it is given.
         return
     with mode:
         for node in gm.graph.nodes:
