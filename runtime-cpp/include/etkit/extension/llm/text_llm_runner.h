@@ -4,7 +4,7 @@
 // sampling, stop conditions and errors.
 //
 //   etkit_register_portable_kernels();                  // explicit registration, as for Module
-//   etkit_xnnpack_register_backends();                  // one call per linked backend plugin
+//   <plugin>_register_backends();                       // one call per linked backend plugin
 //   auto tokenizer = etkit::extension::llm::load_tokenizer("tokenizer.json");
 //   etkit::extension::llm::TextLLMRunner runner("model.pte", std::move(tokenizer.get()));
 //   etkit::extension::llm::GenerationConfig config;
