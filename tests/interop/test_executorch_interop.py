@@ -48,6 +48,12 @@ TOLERANCES = {
     "mobilenet_v2_int8": (1e-2, None),
 }
 INT8_MIN_COSINE = 0.97
+#: etkit's int8 program against ExecuTorch's int8 program (two lowerings of one graph, each in its own runtime).
+#: Each program gives the same numbers in both runtimes (1e-2 above), but the two programs round apart by
+#: an amount that depends on the host's XNNPACK kernels: within 1e-2 of the spread on earlier hosts, 5.8%
+#: (about 6 int8 output steps; 0.053 of 0.91) on an AMD EPYC with AVX-512F/BW and no VNNI (2026-11-26), with
+#: etkit's Python and delegate at the previous release giving the same difference. Their top-1 must agree.
+INT8_PROGRAMS_FRACTION = 0.07
 
 
 @pytest.fixture(scope="session")
@@ -139,7 +145,8 @@ def test_etkit_program_matches_executorch_program(lowered, name):
     """etkit's lowering run by etkit gives what ExecuTorch's lowering of the same graph gives in ExecuTorch."""
     io = _io(lowered, name)
     ours = _etkit_execute(lowered / f"etkit_{name}.pte", io["inputs"])
-    _assert_close(ours, io["executorch"], TOLERANCES[name][0], f"{name}: etkit's program vs ExecuTorch's program")
+    fraction = INT8_PROGRAMS_FRACTION if name == "mobilenet_v2_int8" else TOLERANCES[name][0]
+    _assert_close(ours, io["executorch"], fraction, f"{name}: etkit's program vs ExecuTorch's program")
     for i, (a, e) in enumerate(zip(ours, io["executorch"])):
         assert torch.equal(a.argmax(-1), e.argmax(-1)), f"{name}, output {i}: top-1 differs between the programs"
 
