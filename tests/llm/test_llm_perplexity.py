@@ -14,6 +14,8 @@ import torch
 from etkit.llm import LlmConfig, Tokenizer, export_llm
 from etkit.runtime import Runtime
 
+from .conftest import CPU_BACKEND
+
 PASSAGE = Path(__file__).parent / "data" / "passage.txt"
 TOKENS = 512
 

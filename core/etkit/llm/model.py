@@ -16,7 +16,6 @@ config fields) with the weights it is given, but with the state an on-device run
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
