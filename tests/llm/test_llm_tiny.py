@@ -74,15 +74,17 @@ def test_prompt_longer_than_the_context_is_refused(tmp_path, smollm2):
     runner = _runner(tmp_path, tiny_model(), smollm2[1], max_seq_len=8, max_context_len=16, backend="portable")
     with pytest.raises(GenerationError, match=r"prompt is 20 tokens.*get_max_context_len\) is 16"):
         runner.generate_tokens(list(range(3, 23)), GenerationConfig(max_new_tokens=2))
-    got, _ = runner.generate_tokens(list(range(3, 23)), GenerationConfig(max_new_tokens=2, truncate_prompt=True))
-    assert len(got) == 1 or len(got) == 2
+    got, stats = runner.generate_tokens(list(range(3, 23)),
+                                        GenerationConfig(max_new_tokens=5, truncate_prompt=True, ignore_eos=True))
+    # the last 15 prompt tokens, then one decode step fills the 16th row: two tokens sampled
+    assert stats.prompt_tokens == 15 and len(got) == 2
+    assert stats.stop_reason.startswith("context full (16 tokens")
 
 
 def test_generation_stops_when_the_cache_is_full(tmp_path, smollm2):
     runner = _runner(tmp_path, tiny_model(), smollm2[1], max_seq_len=8, max_context_len=12, backend="portable")
-    got, stats = runner.generate_tokens([5, 6, 7, 8], GenerationConfig(max_new_tokens=50))
-    if stats.stop_reason != "eos":
-        assert stats.stop_reason.startswith("context full (12 tokens") and len(got) == 9
+    got, stats = runner.generate_tokens([5, 6, 7, 8], GenerationConfig(max_new_tokens=50, ignore_eos=True))
+    assert stats.stop_reason.startswith("context full (12 tokens") and len(got) == 9
 
 
 def test_tokenizer_of_another_vocabulary_is_refused(tmp_path, smollm2):
