@@ -2,6 +2,8 @@
 // Memory in C++"). Everything is allocated in Program::load_method; Method::execute does not allocate.
 #include "etkit/runtime/method.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -67,7 +69,8 @@ class MethodState {
   const char* name = "";
   std::string fallback_reason;             // set when this is a "#fallback" twin loaded in place of `name`
   LoadTimeAllocator alloc;                 // metadata, handles (load time only)
-  std::vector<uint8_t*> planned_buffers;   // index = memory_id (0 unused)
+  std::vector<uint8_t*> planned_buffers;   // index = memory_id (0 unused); 64-byte aligned, zeroed
+  std::vector<void*> planned_allocations;  // what calloc returned for each (freed with the method)
   std::vector<uint8_t> temp_arena;
   MemoryAllocator temp_allocator;
   std::vector<EValue> values;
@@ -84,7 +87,7 @@ class MethodState {
     for (Delegate& d : delegates) {
       if (d.backend != nullptr && d.handle != nullptr) d.backend->destroy(d.handle);
     }
-    for (uint8_t* b : planned_buffers) std::free(b);
+    for (void* b : planned_allocations) std::free(b);
   }
 
   FreeableBuffer mutable_segment;          // Program.mutable_data_segments[0], loaded on first use
@@ -209,7 +212,17 @@ Error MethodState::copy_initial_state(size_t value_index, uint32_t buffer_index,
                      "value %zu: initial state of %zu bytes at offset %llu overflows the %zu-byte mutable segment",
                      value_index, nbytes, (unsigned long long)offset, mutable_segment.size());
   }
-  if (nbytes > 0) std::memcpy(dst, static_cast<const uint8_t*>(mutable_segment.data()) + offset, nbytes);
+  // The planned buffer starts zeroed and nothing has run yet: copy only the chunks of the initial state
+  // that hold a non-zero byte, so a state that starts empty (an LLM's KV cache) is not written, and its
+  // pages are not resident, until the program uses them.
+  const auto* src = static_cast<const uint8_t*>(mutable_segment.data()) + offset;
+  auto* out = static_cast<uint8_t*>(dst);
+  constexpr size_t kChunk = 4096;
+  for (size_t done = 0; done < nbytes; done += kChunk) {
+    const size_t n = std::min(kChunk, nbytes - done);
+    const uint8_t* chunk = src + done;
+    if (std::any_of(chunk, chunk + n, [](uint8_t b) { return b != 0; })) std::memcpy(out + done, chunk, n);
+  }
   return Error::Ok;
 }
 
@@ -706,23 +719,28 @@ Result<Method> Program::load_plan(const char* method_name) const {
   const auto* buffer_sizes = plan->non_const_buffer_sizes();
   size_t num_buffers = buffer_sizes == nullptr ? 0 : buffer_sizes->size();
   s->planned_buffers.assign(num_buffers, nullptr);
+  s->planned_allocations.assign(num_buffers, nullptr);
   for (size_t i = 1; i < num_buffers; ++i) {
     int64_t size = buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (size < 0 || static_cast<uint64_t>(size) > (uint64_t(1) << 40)) {
       return set_error(Error::InvalidProgram, "method '%s': planned buffer %zu has invalid size %lld", s->name, i,
                        (long long)size);
     }
-    void* buf = nullptr;
-    if (::posix_memalign(&buf, 64, static_cast<size_t>(size) + 64) != 0 || buf == nullptr) {
+    // calloc: zeroed memory whose pages (for a large buffer, fresh from the kernel) become resident only
+    // when first written; aligned to 64 bytes by hand.
+    void* buf = std::calloc(static_cast<size_t>(size) + 128, 1);
+    if (buf == nullptr) {
       return set_error(Error::MemoryAllocationFailed, "method '%s': cannot allocate planned buffer %zu of %lld bytes",
                        s->name, i, (long long)size);
     }
-    s->planned_buffers[i] = static_cast<uint8_t*>(buf);
+    s->planned_allocations[i] = buf;
+    s->planned_buffers[i] = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf) + 63) & ~uintptr_t(63));
   }
   s->temp_arena.resize(kTempArenaBytes);
   s->temp_allocator = MemoryAllocator(s->temp_arena.size(), s->temp_arena.data());
 
   ETKIT_CHECK_OK(s->parse_values());
+  s->mutable_segment.Free();  // initial states are copied: with a mapped file its pages leave the RSS
   ETKIT_CHECK_OK(s->check_values());
   ETKIT_CHECK_OK(s->resolve_operators());
   ETKIT_CHECK_OK(s->init_delegates(named_data_map()));

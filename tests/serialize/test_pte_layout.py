@@ -82,6 +82,23 @@ def test_identical_blobs_share_one_segment():
     assert named["weights"] == named["same"] != named["small"]
 
 
+def test_named_data_equal_to_a_constant_is_stored_once():
+    contents = make_contents()
+    table = bytes(range(256)) * 64
+    contents.constant_data = [*contents.constant_data, table]
+    contents.named_data = {"tied": table, "small": b"abc"}
+    data = serialize_pte(contents)
+    assert data.count(table) == 1
+    layout = read_layout(data)
+    program = layout.program
+    start, size = layout.segment_ranges[{e.key.decode(): e.segmentIndex for e in program.namedData}["tied"]]
+    constants_start, _ = layout.segment_ranges[program.constantSegment.segmentIndex]
+    assert (start, size) == (constants_start + program.constantSegment.offsets[-1], len(table))
+    back = deserialize_pte(data)
+    assert back.named_data == contents.named_data and back.constant_data == contents.constant_data
+    assert serialize_pte(back) == data  # a round trip keeps the sharing
+
+
 def test_empty_delegate_blob_stays_inline():
     contents = make_contents()
     contents.delegate_data = [b"", b"x"]

@@ -372,8 +372,9 @@ class Method:
 class Program:
     """A loaded .pte program (ExecuTorch's ``executorch.runtime.Program``)."""
 
-    def __init__(self, native):
+    def __init__(self, native, runtime: "Runtime | None" = None):
         self._native = native
+        self._runtime = runtime
         self._method_names = tuple(native.method_names())
 
     @property
@@ -392,6 +393,8 @@ class Program:
                 ("program needs backend 'X' which is not registered in this runtime; install/link
                 its plugin"), or a backend's init failure.
         """
+        if self._runtime is not None:
+            self._runtime._register_backends(self.metadata(name).backends)
         try:
             native = self._native.load_method(name)
         except EtkitRuntimeError as exc:
@@ -423,13 +426,22 @@ def _unavailable_backend_reasons(message: str) -> list[str]:
 
 
 class BackendRegistry:
-    """Backends registered with the C++ runtime in this process."""
+    """Backends registered with the C++ runtime in this process. Asking for them registers every
+    installed plugin's backend that is not registered yet (plugins otherwise register when a method
+    that uses them is loaded)."""
+
+    def __init__(self, runtime: "Runtime | None" = None) -> None:
+        self._runtime = runtime
 
     @property
     def registered_backend_names(self) -> list[str]:
+        if self._runtime is not None:
+            self._runtime._register_backends(None)
         return list(_runtime.registered_backend_names())
 
     def is_available(self, backend_name: str) -> bool:
+        if self._runtime is not None:
+            self._runtime._register_backends([backend_name])
         return bool(_runtime.is_backend_available(backend_name))
 
 
@@ -448,25 +460,30 @@ class Runtime:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self.backend_registry = BackendRegistry()
+        self.backend_registry = BackendRegistry(self)
         self.operator_registry = OperatorRegistry()
         self.plugin_import_errors: dict[str, str] = {}
+        #: backend id -> BackendSpec of an installed plugin whose runtime module is not imported yet
+        self._unregistered: dict[str, Any] = {}
+        #: options given for every backend ("*"), replayed to backends registered later
+        self._options_for_all: dict[str, int] = {}
+        self._register_lock = threading.RLock()
 
     @classmethod
     def get(cls) -> "Runtime":
-        """The singleton. On first use imports every available plugin's runtime module, whose import
-        registers its C++ delegate; a plugin whose module fails to import is skipped with a warning
-        (recorded in ``plugin_import_errors``)."""
+        """The singleton. On first use finds the installed plugins (entry points); a plugin's runtime
+        module, whose import registers its C++ delegate, is imported when a method that uses the
+        backend is loaded (so a process pays only for the backends its programs use: checking a GPU
+        backend's availability alone can load a GPU driver of ~60 MB). A plugin whose module fails to
+        import is skipped with a warning (recorded in ``plugin_import_errors``)."""
         with cls._lock:
             if cls._instance is None:
                 runtime = cls()
-                runtime._import_plugin_runtimes()
+                runtime._find_plugin_runtimes()
                 cls._instance = runtime
             return cls._instance
 
-    def _import_plugin_runtimes(self) -> None:
-        import importlib
-
+    def _find_plugin_runtimes(self) -> None:
         try:
             from etkit.plugins.manager import get_backend_specs
 
@@ -475,26 +492,40 @@ class Runtime:
             self.plugin_import_errors["<discovery>"] = repr(exc)
             return
         for spec in specs:
-            module = getattr(spec, "runtime_module", None)
-            if not module:
-                continue
-            try:
-                availability = spec.is_available()
-                ok = availability[0] if isinstance(availability, tuple) else bool(availability)
-            except Exception as exc:
-                ok = False
-                availability = repr(exc)
-            if not ok:
-                continue
-            try:
-                importlib.import_module(module)
-            except Exception as exc:
-                self.plugin_import_errors[spec.backend_id] = f"{module}: {exc!r}"
-                warnings.warn(
-                    f"etkit: backend '{spec.backend_id}' runtime module '{module}' failed to import: {exc}",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            if getattr(spec, "runtime_module", None):
+                self._unregistered.setdefault(spec.backend_id, spec)
+
+    def _register_backends(self, backend_ids) -> None:
+        """Imports the runtime modules of the plugins for ``backend_ids`` (all installed ones when
+        None) that are available on this machine, then gives them the options set for all backends."""
+        import importlib
+
+        with self._register_lock:
+            wanted = list(self._unregistered) if backend_ids is None else list(backend_ids)
+            for backend_id in wanted:
+                spec = self._unregistered.pop(backend_id, None)
+                if spec is None:
+                    continue
+                try:
+                    availability = spec.is_available()
+                    ok = availability[0] if isinstance(availability, tuple) else bool(availability)
+                except Exception:
+                    ok = False
+                if not ok:
+                    continue
+                try:
+                    importlib.import_module(spec.runtime_module)
+                except Exception as exc:
+                    self.plugin_import_errors[backend_id] = f"{spec.runtime_module}: {exc!r}"
+                    warnings.warn(
+                        f"etkit: backend '{backend_id}' runtime module '{spec.runtime_module}' failed to "
+                        f"import: {exc}",
+                        RuntimeWarning,
+                        stacklevel=4,
+                    )
+                    continue
+                for key, value in self._options_for_all.items():
+                    _set_option_if_supported(backend_id, key, value)
 
     def load_program(
         self,
@@ -508,16 +539,31 @@ class Runtime:
                 corrupted, wrong identifier); the message says which check failed.
         """
         if isinstance(data, (bytes, bytearray, memoryview)):
-            return Program(_runtime.Program.load_bytes(bytes(data), int(verification)))
-        return Program(_runtime.Program.load_file(os.fspath(Path(data)), int(verification)))
+            return Program(_runtime.Program.load_bytes(bytes(data), int(verification)), self)
+        return Program(_runtime.Program.load_file(os.fspath(Path(data)), int(verification)), self)
 
     def set_backend_option(self, backend_id: str, key: str, value: int) -> None:
-        """Forwards ``key=value`` (e.g. "num_threads") to one backend, or to all with ``"*"``.
+        """Forwards ``key=value`` (e.g. "num_threads") to one backend, or to all with ``"*"`` (also to
+        backends registered later).
 
         Raises:
             EtkitRuntimeError: unknown backend, or no backend supports the option.
         """
+        if backend_id == "*":
+            self._options_for_all[key] = int(value)
+            if not _runtime.registered_backend_names():
+                return  # given to each backend as it registers
+        else:
+            self._register_backends([backend_id])
         _runtime.set_backend_option(backend_id, key, int(value))
+
+
+def _set_option_if_supported(backend_id: str, key: str, value: int) -> None:
+    try:
+        _runtime.set_backend_option(backend_id, key, int(value))
+    except EtkitRuntimeError as exc:
+        if "NotSupported" not in str(exc) and "not supported" not in str(exc):
+            raise
 
 
 def set_num_threads(num_threads: int) -> None:
@@ -531,8 +577,6 @@ def set_num_threads(num_threads: int) -> None:
     if int(num_threads) < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     runtime = Runtime.get()
-    if not runtime.backend_registry.registered_backend_names:
-        return  # portable kernels only: nothing takes threads
     try:
         runtime.set_backend_option("*", "num_threads", int(num_threads))
     except EtkitRuntimeError as exc:

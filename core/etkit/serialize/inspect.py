@@ -144,7 +144,10 @@ def _format_layout(layout: PteLayout, label: str, data: bytes = b"") -> list[str
     for i, (start, size) in enumerate(layout.segment_ranges):
         offset = program.segments[i].offset
         used_by = "; ".join(users.get(i, ["unused"]))
-        lines.append(f"    [{i}] offset {offset} (file byte {start}), size {size}: {used_by}")
+        within = next((j for j, (s, n) in enumerate(layout.segment_ranges[:i])
+                       if s <= start and start + size <= s + n), None)
+        shared = f" (bytes stored once, inside segment {within})" if within is not None else ""
+        lines.append(f"    [{i}] offset {offset} (file byte {start}), size {size}{shared}: {used_by}")
     if program.constantBuffer:
         total = sum(len(as_bytes(b.storage)) for b in program.constantBuffer)
         lines.append(f"  constant_buffer (inline): {len(program.constantBuffer)} entries, "

@@ -16,6 +16,12 @@ to ``constant_tensor_alignment`` except the last; ``Program.constant_segment.off
 tensor i's start), the mutable-data segment (initial values of mutable buffers, unpadded), one
 segment per distinct delegate blob (first use first), one per distinct named-data blob (key
 order). A delegate with an empty blob keeps it inline in ``Program.backend_delegate_data``.
+
+A named-data blob whose bytes equal a constant tensor's is not stored again: its
+``Program.segments`` entry covers that tensor's bytes inside the constant segment (segments may
+overlap; a loader reads each by offset and size). An LLM whose output projection (delegated, named
+data) is tied to its token embedding (a kernel's constant) thus stores the table once, where
+ExecuTorch 1.5.1 stores it twice; ExecuTorch's runtime reads such a file unchanged.
 """
 
 from __future__ import annotations
@@ -78,6 +84,8 @@ class PteContents:
 class _Segment:
     data: bytes
     alignment: int = 1
+    #: (index of an earlier segment, offset in it) where these bytes are already stored, or None
+    alias_of: tuple[int, int] | None = None
 
 
 def _pack_subsegments(blobs: list[bytes], alignment: int | None) -> tuple[bytes, list[int]]:
@@ -194,17 +202,28 @@ def serialize_pte(contents: PteContents, *, segment_alignment: int = 4096,
     if contents.named_data:
         program.namedData = []
         segment_of_blob: dict[bytes, int] = {}
+        constant_at = {}  # bytes of a constant tensor -> its offset in the constant segment
+        if constant_offsets:
+            constant_at = {bytes(b): o for b, o in zip(contents.constant_data, constant_offsets) if len(b) > 0}
         for key, blob in contents.named_data.items():
             blob = bytes(blob)
             if blob not in segment_of_blob:
                 segment_of_blob[blob] = len(segments)
-                segments.append(_Segment(blob))
+                alias = None
+                if blob in constant_at:
+                    alias = (program.constantSegment.segmentIndex, constant_at[blob])
+                segments.append(_Segment(blob, alias_of=alias))
             program.namedData.append(NamedDataT(key=key, segmentIndex=segment_of_blob[blob]))
 
     program.segments = []
     segment_parts: list[bytes] = []
     segment_data_size = 0
     for segment in segments:
+        if segment.alias_of is not None:
+            target, offset = segment.alias_of
+            program.segments.append(DataSegmentT(offset=program.segments[target].offset + offset,
+                                                 size=len(segment.data)))
+            continue
         alignment = math.lcm(segment_alignment, segment.alignment)
         start = align_up(segment_data_size, alignment)
         segment_parts.append(b"\x00" * (start - segment_data_size))

@@ -4,6 +4,8 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <unordered_set>
+#include <vector>
 
 #include "graph_nodes.h"
 #include "graph_values.h"
@@ -49,7 +51,40 @@ pthreadpool_t shared_threadpool(size_t num_threads) {
   return pool;
 }
 
+/// The XNNPACK workspace of the Method `key` identifies, created on first use. A workspace holds a
+/// runtime's internal tensors; a Method's delegates run one after another, so one workspace sized for
+/// the largest serves them all (XNNPACK grows it and rebases every runtime using it), where a private
+/// workspace per delegate would keep, e.g., 3 MB for each of an LLM's 30 layers. Methods never share
+/// one: each may run on its own thread. Entries die with the Method's last delegate.
+Result<std::shared_ptr<xnn_workspace>> method_workspace(const void* key) {
+  static std::mutex mutex;
+  static std::map<const void*, std::weak_ptr<xnn_workspace>> workspaces;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = workspaces.begin(); it != workspaces.end();) {
+    it = it->second.expired() ? workspaces.erase(it) : std::next(it);
+  }
+  std::weak_ptr<xnn_workspace>& slot = workspaces[key];
+  if (std::shared_ptr<xnn_workspace> existing = slot.lock()) return existing;
+  xnn_workspace_t raw = nullptr;
+  const xnn_status status = xnn_create_workspace(&raw);
+  if (status != xnn_status_success) return internal("xnn_create_workspace", status);
+  std::shared_ptr<xnn_workspace> workspace(raw, [](xnn_workspace_t w) { xnn_release_workspace(w); });
+  slot = workspace;
+  return workspace;
+}
+
+xnn_status create_xnn_runtime(xnn_subgraph_t subgraph, xnn_weights_cache_t cache, DelegateState& state,
+                              uint32_t flags) {
+  if (state.workspace == nullptr) {
+    return xnn_create_runtime_v3(subgraph, cache, state.threadpool, flags, &state.runtime);
+  }
+  return xnn_create_runtime_v4(subgraph, cache, state.workspace.get(), state.threadpool, flags, &state.runtime);
+}
+
 Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, DelegateState& state) {
+  if (options.workspace_key != nullptr) {
+    ETKIT_TRY(state.workspace, method_workspace(options.workspace_key));
+  }
   const size_t num_threads = options.num_threads;
   if (num_threads > 1) {
     state.threadpool = shared_threadpool(num_threads);
@@ -69,14 +104,14 @@ Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, Del
   if (options.fp16_inference) {
     // XNNPACK 2024-11 only honours the fp16 *hint* on Arm; on x86 fp16 inference must be forced. If
     // this CPU or graph cannot run in fp16, XNNPACK refuses before changing the subgraph: run fp32.
-    status = xnn_create_runtime_v3(subgraph, cache, state.threadpool, XNN_FLAG_FORCE_FP16_INFERENCE, &state.runtime);
+    status = create_xnn_runtime(subgraph, cache, state, XNN_FLAG_FORCE_FP16_INFERENCE);
     if (status == xnn_status_success) state.fp16_inference = true;
     if (status != xnn_status_success && state.shared_weights != nullptr) state.shared_weights->discard_blocks();
   }
   if (state.runtime == nullptr) {
-    status = xnn_create_runtime_v3(subgraph, cache, state.threadpool, /*flags=*/0, &state.runtime);
+    status = create_xnn_runtime(subgraph, cache, state, /*flags=*/0);
   }
-  if (status != xnn_status_success) return internal("xnn_create_runtime_v3", status);
+  if (status != xnn_status_success) return internal("xnn_create_runtime", status);
   // Weights are packed while the runtime is created; afterwards the cache only resolves offsets
   // (a soft-finalized private cache stays readable for later reshapes without growing).
   if (state.shared_weights != nullptr) {
@@ -86,6 +121,31 @@ Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, Del
   status = xnn_finalize_weights_cache(state.weights_cache, xnn_weights_cache_finalization_kind_soft);
   if (status != xnn_status_success) return internal("xnn_finalize_weights_cache", status);
   return Error::Ok;
+}
+
+/// Once the runtime exists: frees the constants no node reads at run time (packed filters and biases;
+/// XNNPACK holds the packed copy) and decides whether the payload must stay. An fp16 runtime keeps
+/// everything (XNNPACK converted its constants while creating it; keeping them is the safe choice).
+void release_packed_constants(DelegateState& state, const ValueTable& values,
+                              const std::unordered_set<uint32_t>& read_at_run_time) {
+  if (state.fp16_inference) {
+    state.payload_pinned = true;
+    return;
+  }
+  std::vector<bool> keep(state.named_data.size(), false);
+  std::vector<bool> keep_owned(state.owned_constants.size(), false);
+  for (uint32_t id : read_at_run_time) {
+    const ValueInfo& info = values.at(id);
+    if (info.storage == kPayloadStorage) state.payload_pinned = true;
+    if (info.storage >= 0) keep[static_cast<size_t>(info.storage)] = true;
+    if (info.owned >= 0) keep_owned[static_cast<size_t>(info.owned)] = true;
+  }
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (!keep[i]) state.named_data[i].Free();
+  }
+  for (size_t i = 0; i < keep_owned.size(); ++i) {
+    if (!keep_owned[i]) state.owned_constants[i].reset();
+  }
 }
 
 }  // namespace
@@ -120,9 +180,11 @@ Result<DelegateState*> build_delegate(FreeableBuffer* processed, const NamedData
 
   ValueTable values;
   ETKIT_CHECK_OK(define_values(subgraph.get(), payload, named_data_map, *state, values));
-  ETKIT_CHECK_OK(define_nodes(subgraph.get(), payload.graph, values));
+  std::unordered_set<uint32_t> read_at_run_time;
+  ETKIT_CHECK_OK(define_nodes(subgraph.get(), payload.graph, values, &read_at_run_time));
   ETKIT_CHECK_OK(create_runtime(subgraph.get(), options, *state));
   subgraph.reset();
+  release_packed_constants(*state, values, read_at_run_time);
   if (!state->payload_pinned) state->payload.Free();  // XNNPACK holds no pointer into it
 
   state->externals.resize(state->inputs.size() + state->outputs.size());

@@ -20,15 +20,20 @@ struct RuntimeOptions {
   /// Pack weights through the process-wide cache (weights_cache.h): repeated loads and weights
   /// shared between methods/programs are packed and stored once. Off: a private cache per delegate.
   bool shared_weights_cache = true;
+  /// Identifies the Method being loaded (its runtime allocator): delegates with the same key share one
+  /// XNNPACK workspace, as they run one after another. Null: a private workspace.
+  const void* workspace_key = nullptr;
 };
 
 /// Parses and verifies the payload, defines the XNNPACK subgraph (values, then nodes), joins the
 /// shared weights cache (or creates a private one) and, when `num_threads` > 1, uses the process-wide pthreadpool of that many threads
 /// (shared by all delegates), creates the runtime
 /// and finalizes the cache. Takes ownership of `*processed` and frees it once the runtime exists,
-/// unless a value points into it (constants in the payload's own section, inline per-channel
-/// scales); etkit writes constants as named data, so its payloads are freed (seed: a backend may
-/// free its processed data after init).
+/// unless a node reads a constant of the payload's own section at run time; etkit writes constants as
+/// named data, so its payloads are freed (seed: a backend may free its processed data after init).
+/// Likewise the named-data buffers of packed filters and biases are freed once packed (with a mapped
+/// .pte their pages leave the process's RSS), and scales are copied, so a delegate keeps only the
+/// constants XNNPACK reads while it runs.
 /// Errors: those of parse_payload, define_values and define_nodes; Internal when xnn_initialize or
 /// runtime creation fails (message names the xnn_status).
 etkit::runtime::Result<DelegateState*> build_delegate(etkit::runtime::FreeableBuffer* processed,

@@ -39,17 +39,23 @@ class DelegateState {
   xnn_weights_cache_t weights_cache = nullptr;  // private cache, when the shared one is switched off
   std::unique_ptr<WeightsCacheSession> shared_weights;  // this delegate's view of the shared cache
   pthreadpool_t threadpool = nullptr;  // shared by all delegates (not owned); null: the calling thread
+  /// Memory of the runtime's internal tensors, shared with the other delegates of the same Method
+  /// (XNNPACK keeps its own reference; this one keeps the Method's entry alive). Null: private.
+  std::shared_ptr<xnn_workspace> workspace;
 
   std::vector<ExternalBinding> inputs;   // sorted by external id
   std::vector<ExternalBinding> outputs;  // sorted by external id
   std::vector<xnn_external_value> externals;  // inputs then outputs; data pointers refreshed per run
 
-  // Storage XNNPACK may keep pointers into (static tensor data, per-channel scales):
+  // Storage XNNPACK may keep pointers into. After the runtime is created only the constants a node
+  // reads at run time are kept (packed filters and biases are released, see build_delegate):
   etkit::runtime::FreeableBuffer payload;             // the processed bytes (flatbuffer + constants)
   bool fp16_inference = false;  // the runtime was created with XNN_FLAG_FORCE_FP16_INFERENCE
-  bool payload_pinned = false;  // some value's data or scales point into `payload`: keep it after init
+  bool payload_pinned = false;  // a value read at run time lies in `payload`: keep it after init
   std::vector<etkit::runtime::FreeableBuffer> named_data;  // constants fetched from the NamedDataMap
-  std::vector<std::vector<uint16_t>> bf16_scales;     // block scales converted from fp32
+  std::vector<std::vector<uint16_t>> bf16_scales;     // block scales (bf16), owned copies
+  std::vector<std::vector<float>> float_scales;       // per-channel scales, owned copies
+  std::vector<std::unique_ptr<uint8_t[]>> owned_constants;  // copies of small constants
 };
 
 }  // namespace etkit_xnnpack

@@ -26,6 +26,7 @@ struct NodeContext {
   const fb::XNode* node;
   size_t index;                          // position in XNNGraph.xnodes
   std::unordered_set<uint32_t>* written;  // serialized ids some node already writes
+  std::unordered_set<uint32_t>* read_at_run_time;  // static values some node reads when it runs
 
   const char* type_name() const { return fb::EnumNameXNodeUnion(node->xnode_union_type()); }
 
@@ -60,6 +61,15 @@ struct NodeContext {
   Error id(uint32_t serialized_id, const char* role, uint32_t* out) const {
     const ValueInfo* info = nullptr;
     ETKIT_CHECK_OK(value(serialized_id, role, &info));
+    if (info->is_static) read_at_run_time->insert(serialized_id);
+    *out = info->xnn_id;
+    return Error::Ok;
+  }
+  /// id() of a filter or bias XNNPACK packs while the runtime is created (GEMM, convolution): its
+  /// constant bytes are not read afterwards.
+  Error packed_id(uint32_t serialized_id, const char* role, uint32_t* out) const {
+    const ValueInfo* info = nullptr;
+    ETKIT_CHECK_OK(value(serialized_id, role, &info));
     *out = info->xnn_id;
     return Error::Ok;
   }
@@ -86,6 +96,14 @@ struct NodeContext {
       return Error::Ok;
     }
     return id(serialized_id, role, out);
+  }
+  /// packed_id() of an optional operand (a bias).
+  Error optional_packed_id(uint32_t serialized_id, const char* role, uint32_t* out) const {
+    if (serialized_id == XNN_INVALID_VALUE_ID) {
+      *out = XNN_INVALID_VALUE_ID;
+      return Error::Ok;
+    }
+    return packed_id(serialized_id, role, out);
   }
 
   /// The node's fused output clamp; [-inf, +inf] when absent.
@@ -204,8 +222,8 @@ Error define_fully_connected(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::XNNFullyConnected>();
   uint32_t in, filter, bias, out;
   ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input", &in));
-  ETKIT_CHECK_OK(ctx.id(n->filter_id(), "filter", &filter));
-  ETKIT_CHECK_OK(ctx.optional_id(n->bias_id(), "bias", &bias));
+  ETKIT_CHECK_OK(ctx.packed_id(n->filter_id(), "filter", &filter));
+  ETKIT_CHECK_OK(ctx.optional_packed_id(n->bias_id(), "bias", &bias));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_fully_connected(ctx.subgraph, ctx.output_min(), ctx.output_max(), in, filter, bias,
                                               out, n->flags()),
@@ -244,8 +262,8 @@ struct ConvIds {
 
 Error conv_ids(const NodeContext& ctx, const fb::_XNNNodeConv* n, ConvIds* ids) {
   ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input", &ids->input));
-  ETKIT_CHECK_OK(ctx.id(n->filter_id(), "filter", &ids->filter));
-  ETKIT_CHECK_OK(ctx.optional_id(n->bias_id(), "bias", &ids->bias));
+  ETKIT_CHECK_OK(ctx.packed_id(n->filter_id(), "filter", &ids->filter));
+  ETKIT_CHECK_OK(ctx.optional_packed_id(n->bias_id(), "bias", &ids->bias));
   return ctx.output(n->output_id(), "output", &ids->output);
 }
 
@@ -527,12 +545,13 @@ const NodeKind* find_kind(U type) {
 
 }  // namespace
 
-Error define_nodes(xnn_subgraph_t subgraph, const fb::XNNGraph* graph, const ValueTable& values) {
+Error define_nodes(xnn_subgraph_t subgraph, const fb::XNNGraph* graph, const ValueTable& values,
+                   std::unordered_set<uint32_t>* read_at_run_time) {
   const auto* xnodes = graph->xnodes();
   std::unordered_set<uint32_t> written;
   for (uint32_t i = 0; i < xnodes->size(); ++i) {
     const fb::XNode* node = xnodes->Get(i);
-    NodeContext ctx{subgraph, values, node, i, &written};
+    NodeContext ctx{subgraph, values, node, i, &written, read_at_run_time};
     const NodeKind* kind = find_kind(node->xnode_union_type());
     if (kind == nullptr || node->xnode_union() == nullptr) {
       return ctx.fail(Error::NotImplemented,

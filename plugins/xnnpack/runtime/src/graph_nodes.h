@@ -2,6 +2,8 @@
 // table from the XNodeUnion member to its function (graph_nodes.cpp).
 #pragma once
 
+#include <unordered_set>
+
 #include <xnnpack.h>
 
 #include "etkit/runtime/error.h"
@@ -14,8 +16,10 @@ namespace etkit_xnnpack {
 /// `values`. Errors (message names the node index, its XNodeUnion type and debug_handle):
 /// InvalidProgram when a node refers to an undefined value, has inconsistent attributes or XNNPACK
 /// rejects it (the xnn_status is named); NotImplemented for a union member this delegate has no
-/// definition for.
+/// definition for. `read_at_run_time` receives the serialized ids of the static values a node reads
+/// when the runtime runs (every static operand except the filters and biases XNNPACK packs while the
+/// runtime is created: fully connected, convolution, depthwise and transposed convolution).
 etkit::runtime::Error define_nodes(xnn_subgraph_t subgraph, const etkit_xnnpack::fb::XNNGraph* graph,
-                                   const ValueTable& values);
+                                   const ValueTable& values, std::unordered_set<uint32_t>* read_at_run_time);
 
 }  // namespace etkit_xnnpack

@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,10 +68,13 @@ struct PrintableKey {
 };
 
 /// Bytes of constant `buffer_idx` (1-based index into XNNGraph.constant_data), at least `min_bytes`
-/// long. Named constants are fetched from the NamedDataMap and kept alive in the state. `name`, when
-/// given, receives the named-data key, or "" for a constant in the payload's own section.
+/// long. Named constants are fetched from the NamedDataMap and kept in `state.named_data` until the
+/// builder releases those no node reads at run time. `name`, when given, receives the named-data key,
+/// or "" for a constant in the payload's own section; `storage`, when given, where the bytes live
+/// (ValueInfo::storage).
 Result<const uint8_t*> constant_bytes(ValueContext& ctx, uint32_t buffer_idx, size_t min_bytes,
-                                      const char* what, std::string* name = nullptr) {
+                                      const char* what, std::string* name = nullptr,
+                                      int32_t* storage = nullptr) {
   const auto* table = ctx.payload.graph->constant_data();
   if (table == nullptr || buffer_idx >= table->size()) {
     return ctx.fail(Error::InvalidProgram, "%s refers to constant_data[%u] but the graph has %u entries",
@@ -96,6 +100,7 @@ Result<const uint8_t*> constant_bytes(ValueContext& ctx, uint32_t buffer_idx, si
                       shown.text, buffer->size(), min_bytes);
     }
     const auto* data = static_cast<const uint8_t*>(buffer->data());
+    if (storage != nullptr) *storage = static_cast<int32_t>(ctx.state.named_data.size());
     ctx.state.named_data.push_back(std::move(buffer.get()));
     if (name != nullptr) name->assign(key->c_str(), key->size());
     return data;
@@ -120,8 +125,20 @@ Result<const uint8_t*> constant_bytes(ValueContext& ctx, uint32_t buffer_idx, si
     return ctx.fail(Error::InvalidProgram, "%s: constant_data[%u] holds %llu bytes, need %zu", what,
                     buffer_idx, static_cast<unsigned long long>(size), min_bytes);
   }
-  ctx.state.payload_pinned = true;
+  if (storage != nullptr) *storage = kPayloadStorage;
   return ctx.payload.constant_data + offset;
+}
+
+/// Copies `count` scales of type T from `bytes` (any alignment) into storage the state owns (XNNPACK
+/// keeps the pointer; the bytes they came from may be released after init) and releases the
+/// named-data buffer they were read from.
+template <typename T>
+const T* own_scales(ValueContext& ctx, const void* bytes, size_t count, int32_t storage,
+                    std::vector<std::vector<T>>& owned) {
+  owned.emplace_back(count);
+  std::memcpy(owned.back().data(), bytes, count * sizeof(T));
+  if (storage >= 0) ctx.state.named_data[static_cast<size_t>(storage)].Free();
+  return owned.back().data();
 }
 
 uint16_t float_to_bf16(float value) {
@@ -138,7 +155,26 @@ struct TensorDesc {
   std::vector<size_t> dims;
   uint64_t numel = 1;
   const uint8_t* data = nullptr;  // static data or null
+  int32_t storage = kNoStorage;   // where `data` lives (ValueInfo::storage)
+  int32_t owned = -1;             // index of its copy in DelegateState::owned_constants, or -1
 };
+
+/// Constants up to this size are copied out of the program. A small constant a node reads at run
+/// time (a norm's weight) would otherwise keep the pages around it mapped: with 2 MiB page-cache
+/// folios, 60 norm weights of 2 KB spread through an LLM's weights keep all of them resident.
+constexpr size_t kCopiedConstantBytes = 64 * 1024;
+
+/// Replaces desc.data by a copy the state owns (XNN_EXTRA_BYTES of zero padding after it, which
+/// XNNPACK may read) and releases the bytes it came from.
+void copy_constant(ValueContext& ctx, size_t nbytes, TensorDesc& desc) {
+  std::unique_ptr<uint8_t[]> copy(new uint8_t[nbytes + XNN_EXTRA_BYTES]());
+  std::memcpy(copy.get(), desc.data, nbytes);
+  if (desc.storage >= 0) ctx.state.named_data[static_cast<size_t>(desc.storage)].Free();
+  desc.storage = kNoStorage;
+  desc.owned = static_cast<int32_t>(ctx.state.owned_constants.size());
+  desc.data = copy.get();
+  ctx.state.owned_constants.push_back(std::move(copy));
+}
 
 Error describe_tensor(ValueContext& ctx, const fb::XNNTensorValue* tensor, TensorDesc& desc) {
   desc.tensor = tensor;
@@ -164,9 +200,11 @@ Error describe_tensor(ValueContext& ctx, const fb::XNNTensorValue* tensor, Tenso
   if (tensor->constant_buffer_idx() != 0) {
     size_t need = dense_nbytes(desc.datatype, desc.numel);
     std::string name;
-    Result<const uint8_t*> data = constant_bytes(ctx, tensor->constant_buffer_idx(), need, "tensor data", &name);
+    Result<const uint8_t*> data =
+        constant_bytes(ctx, tensor->constant_buffer_idx(), need, "tensor data", &name, &desc.storage);
     if (!data.ok()) return data.error();
     desc.data = data.get();
+    if (need <= kCopiedConstantBytes) copy_constant(ctx, need, desc);
     if (ctx.state.shared_weights != nullptr) {
       // Named data is named by content; a payload-section constant only by its place in this payload.
       const bool in_payload = name.empty();
@@ -186,16 +224,17 @@ Error define_per_channel(ValueContext& ctx, const TensorDesc& desc, const fb::Pe
   const size_t channels = desc.dims[static_cast<size_t>(q->channel_dim())];
   const float* scales = nullptr;
   if (q->scale_buffer_idx() != 0) {
-    Result<const uint8_t*> bytes = constant_bytes(ctx, q->scale_buffer_idx(), channels * sizeof(float), "per-channel scales");
+    int32_t storage = kNoStorage;
+    Result<const uint8_t*> bytes = constant_bytes(ctx, q->scale_buffer_idx(), channels * sizeof(float),
+                                                  "per-channel scales", nullptr, &storage);
     if (!bytes.ok()) return bytes.error();
-    scales = reinterpret_cast<const float*>(bytes.get());
+    scales = own_scales(ctx, bytes.get(), channels, storage, ctx.state.float_scales);
   } else {
     if (q->scale() == nullptr || q->scale()->size() != channels) {
       return ctx.fail(Error::InvalidProgram, "per-channel quantization has %u scales, expected %zu (one per channel)",
                       q->scale() == nullptr ? 0u : q->scale()->size(), channels);
     }
-    scales = q->scale()->data();
-    ctx.state.payload_pinned = true;  // inline scales live in the flatbuffer
+    scales = own_scales(ctx, q->scale()->data(), channels, kNoStorage, ctx.state.float_scales);
   }
   // XNNPACK's signed 4-bit channelwise weights are stored offset by 8 (ExecuTorch's convention).
   const int32_t zero_point = desc.datatype == xnn_datatype_qcint4 ? 8 : 0;
@@ -225,9 +264,11 @@ Error define_per_channel_group(ValueContext& ctx, const TensorDesc& desc, const 
     if (q->num_scales() != num_scales) {
       return ctx.fail(Error::InvalidProgram, "num_scales is %u, expected %zu", q->num_scales(), num_scales);
     }
-    Result<const uint8_t*> bytes = constant_bytes(ctx, q->scale_buffer_idx(), num_scales * 2, "block scales");
+    int32_t storage = kNoStorage;
+    Result<const uint8_t*> bytes =
+        constant_bytes(ctx, q->scale_buffer_idx(), num_scales * 2, "block scales", nullptr, &storage);
     if (!bytes.ok()) return bytes.error();
-    scales = reinterpret_cast<const uint16_t*>(bytes.get());
+    scales = own_scales(ctx, bytes.get(), num_scales, storage, ctx.state.bf16_scales);
   } else {  // fp32 scales inline: XNNPACK wants bf16
     if (q->scale() == nullptr || q->scale()->size() != num_scales) {
       return ctx.fail(Error::InvalidProgram, "block quantization has %u scales, expected %zu",
@@ -362,7 +403,7 @@ Error define_one_value(ValueContext& ctx, const fb::XValue* value, ValueTable& v
   }
   ETKIT_CHECK_OK(record_external(ctx, desc));
   values[ctx.id_out] = ValueInfo{id, static_cast<uint32_t>(desc.dims.size()), desc.datatype, desc.data != nullptr,
-                                 (tensor->flags() & XNN_VALUE_FLAG_EXTERNAL_INPUT) != 0};
+                                 (tensor->flags() & XNN_VALUE_FLAG_EXTERNAL_INPUT) != 0, desc.storage, desc.owned};
   return Error::Ok;
 }
 

@@ -39,6 +39,7 @@ class XnnpackBackend final : public etkit::runtime::BackendInterface {
     RuntimeOptions options;
     options.num_threads = num_threads_.load();
     options.shared_weights_cache = shared_weights_cache_.load();
+    options.workspace_key = ctx.get_runtime_allocator();
     for (const CompileSpec& spec : compile_specs) {
       if (spec.key != nullptr && std::strcmp(spec.key, "fp16_inference") == 0) {
         const auto* bytes = static_cast<const unsigned char*>(spec.value.buffer);
