@@ -171,7 +171,7 @@ test: venv system xnnpack install native
 	   $(VENV)/bin/ctest --test-dir $(NATIVE_DIR) --output-on-failure || rc=1; \
 	 fi; \
 	 prc=0; $(PY) -m pytest -q $(PYTEST_ARGS) $(TEST_PATHS) || prc=$$?; \
-	 if [[ $$prc -eq 5 ]]; then echo "make: pytest collected no tests"; prc=0; fi; \
+	 if [[ $$prc -eq 5 ]]; then echo "make: pytest collected no tests: a run that tests nothing fails" >&2; fi; \
 	 if [[ $$rc -ne 0 ]]; then echo "make: C++ tests (ctest) failed" >&2; fi; \
 	 if [[ $$rc -ne 0 || $$prc -ne 0 ]]; then exit 1; fi
 

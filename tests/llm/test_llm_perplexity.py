@@ -1,7 +1,12 @@
 """SmolLM2-135M-Instruct quantized 8da4w (int4 weights per 32, int8 dynamic activations) with an int8
 embedding table: the program's perplexity over a fixed 512-token passage (tests/llm/data/passage.txt, written
-for this test) is within 2% of the eager model quantized the same way with torchao, and within 10% of the
-fp32 eager model. The test prints all three."""
+for this test) is within 2% of the eager model quantized the same way with torchao (HQQ scales, export_llm's
+default), and the HQQ scales beat min/max ones. The test prints all of them and fp32 eager's.
+
+Issue 20 asks for 10% of fp32 eager: not reachable with symmetric int4 weights on this model. Measured here
+(torchao eager, same passage): fp32 28.2; 8da4w min/max 43.2, HQQ 36.7, asymmetric 35.5, group 16 38.9,
+output projection in 8 bits 38.4 (HQQ + 8-bit output 33.9); 8da8w +2.8%. The fp32 model is itself the GGUF's
+Q4_1 weights dequantized, and re-quantizing them to another 4-bit grid compounds the two roundings."""
 from __future__ import annotations
 
 import copy
@@ -27,18 +32,22 @@ def _eager_perplexity(model, ids: list) -> float:
     return math.exp(torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:])).item())
 
 
-def _torchao_reference(model):
+def _torchao_reference(model, algorithm: str = "hqq_scale_only"):
     """The eager model quantized as export_llm does: linears 8da4w (group 32) by torchao, the embedding int8
     per row (torchao's IntxWeightOnlyConfig embedding fails in transformers' forward with torchao 0.18 --
     aten.view is not implemented for IntxUnpackedToInt8Tensor -- so the table is quantized by etkit's
     QuantizedEmbedding, symmetric per row, the same scheme)."""
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
     from torchao.quantization.granularity import PerGroup
+    from torchao.quantization.quantize_.workflows.intx.intx_choose_qparams_algorithm import (
+        IntxChooseQParamsAlgorithm)
 
     from etkit.dialects.quantized_embedding import QuantizedEmbedding
     quantized = copy.deepcopy(model)
     quantized.lm_head.weight = torch.nn.Parameter(quantized.lm_head.weight.detach().clone())  # untie, as exported
-    quantize_(quantized, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)),
+    quantize_(quantized, Int8DynamicActivationIntxWeightConfig(
+                  weight_dtype=torch.int4, weight_granularity=PerGroup(32),
+                  intx_choose_qparams_algorithm=IntxChooseQParamsAlgorithm(algorithm)),
               filter_fn=lambda m, _: isinstance(m, torch.nn.Linear))
     quantized.model.embed_tokens = QuantizedEmbedding(quantized.model.embed_tokens, bits=8)
     return quantized
@@ -59,7 +68,10 @@ def test_8da4w_perplexity(smollm2, tmp_path):
     program = math.exp(torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:])).item())
     fp32 = _eager_perplexity(model, ids)
     torchao = _eager_perplexity(_torchao_reference(model), ids)
+    minmax = _eager_perplexity(_torchao_reference(model, "affine"), ids)
     print(f"\nperplexity over {TOKENS} tokens: etkit 8da4w+8w program {program:.3f}, torchao eager 8da4w+8w "
-          f"{torchao:.3f} ({program / torchao - 1:+.2%}), fp32 eager {fp32:.3f} ({program / fp32 - 1:+.2%})")
+          f"{torchao:.3f} ({program / torchao - 1:+.2%}), fp32 eager {fp32:.3f} ({program / fp32 - 1:+.2%}), "
+          f"torchao eager with min/max scales {minmax:.3f}")
     assert abs(program / torchao - 1) <= 0.02
-    assert program / fp32 - 1 <= 0.60
+    assert program < minmax * 0.95, "HQQ scales should beat min/max ones by more than 5% on this passage"
+    assert program / fp32 - 1 <= 0.40

@@ -1,5 +1,6 @@
 """SmolLM2-135M-Instruct with its real weights: the fp32 program generates the same 64 greedy tokens as
-transformers eager on 5 prompts, through TextLLMRunner, and the CLI exports and generates from the GGUF file."""
+transformers eager on 5 prompts, through the Python TextLLMRunner and the native etkit_llm_runner, and the
+CLI exports and generates from the GGUF file."""
 from __future__ import annotations
 
 import subprocess
@@ -10,6 +11,7 @@ import pytest
 from etkit.llm import GenerationConfig, LlmConfig, TextLLMRunner, Tokenizer, export_llm
 
 from .conftest import CPU_BACKEND, eager_greedy, smollm2_gguf
+from .test_llm_cpp_runner import _ids, _run, llm_runner  # noqa: F401  (llm_runner is a fixture)
 
 PROMPTS = [
     "The capital of France is",
@@ -39,6 +41,19 @@ def test_fp32_greedy_tokens_equal_transformers(smollm2, smollm2_program):
         runner.reset()
         got, _ = runner.generate_tokens(ids, GenerationConfig(max_new_tokens=64))
         want = eager_greedy(model, ids, 64)
+        assert got == want, \
+            f"{prompt!r}: first difference at token {next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)}"
+
+
+def test_cpp_runner_greedy_tokens_equal_transformers(smollm2, smollm2_program, llm_runner):
+    model, tokenizer_path = smollm2
+    tokenizer = Tokenizer(tokenizer_path)
+    for prompt in PROMPTS:
+        ids = tokenizer.encode(prompt)
+        out = _run(llm_runner, "--model_path", smollm2_program, "--prompt_tokens", ",".join(map(str, ids)),
+                   "--max_new_tokens", "64")
+        assert out.returncode == 0, out.stderr
+        got, want = _ids(out.stdout), eager_greedy(model, ids, 64)
         assert got == want, \
             f"{prompt!r}: first difference at token {next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)}"
 

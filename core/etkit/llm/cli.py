@@ -9,7 +9,8 @@ def _cmd_export(args) -> int:
     from .export import LlmConfig, LlmExportError, export_llm, load_model
     from .model import UnsupportedModelError
     config = LlmConfig(max_seq_len=args.max_seq_len, max_context_len=args.max_context_len, dtype=args.dtype,
-                       quantize=args.quantize, group_size=args.group_size, embedding_quantize=args.embedding_quantize,
+                       quantize=args.quantize, group_size=args.group_size, weight_qparams=args.weight_qparams,
+                       embedding_quantize=args.embedding_quantize,
                        use_sdpa_with_kv_cache=not args.no_sdpa_with_kv_cache, backend=args.backend,
                        enable_dynamic_shape=args.dynamic_shape == "on")
 
@@ -70,6 +71,8 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--quantize", default=None, choices=["8da4w", "8da8w", "4w", "8w"],
                    help="linear layers' quantization (torchao)")
     p.add_argument("--group-size", type=int, default=32, help="4-bit weight group size (0: per channel)")
+    p.add_argument("--weight-qparams", choices=["hqq", "minmax"], default="hqq",
+                   help="how 4-bit weight scales are chosen: hqq (half-quadratic search, default) or minmax")
     p.add_argument("--embedding-quantize", default=None, help="embedding table quantization: 8w, 4w or '<bits>,<group size>' (e.g. 4,32)")
     p.add_argument("--no-sdpa-with-kv-cache", action="store_true",
                    help="attention by ATen SDPA instead of llama::custom_sdpa")
