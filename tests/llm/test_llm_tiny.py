@@ -50,6 +50,36 @@ def test_logits_equal_eager_module_chunked_prefill(dynamic):
         torch.testing.assert_close(logits[0], reference[end], atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("backend,quantize", [("portable", None), (CPU_BACKEND, None), (CPU_BACKEND, "4w")])
+def test_fp16_logits_equal_eager_fp16(backend, quantize):
+    """dtype='fp16' (weights, activations and KV cache in float16, float32 logits; weight-only 4-bit too):
+    every chunk's last-token logits equal the float16 eager module quantized the same way, within 1e-2 of
+    the logits' spread (float16 rounds at 2^-11 relative and the two sides round different
+    intermediates), and the caller's fp32 model is left as it was."""
+    import copy
+
+    from etkit.llm.export import _quantize
+    from etkit.runtime import Runtime
+    model = tiny_model("llama", seed=5, vocab_size=320)
+    config = LlmConfig(max_seq_len=8, max_context_len=40, backend=backend, dtype="fp16", quantize=quantize)
+    program = export_llm(model, config, progress=lambda _: None)
+    assert next(model.parameters()).dtype == torch.float32
+    reference = StaticKVDecoder(copy.deepcopy(model).half(), 40, generate_full_logits=True).eval()
+    if quantize:
+        _quantize(reference, config)
+    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    tokens = torch.randint(0, 320, (1, 21), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = reference(tokens, torch.tensor([0]))[0]
+    for start in range(0, 21, 8):
+        chunk = tokens[:, start:start + 8]
+        (logits,) = method.execute([chunk, torch.tensor([start])])
+        assert logits.dtype == torch.float32
+        end = start + chunk.shape[1] - 1
+        spread = float(want[end].max() - want[end].min())
+        torch.testing.assert_close(logits[0], want[end], atol=1e-2 * spread, rtol=0)
+
+
 def test_program_metadata(tmp_path, smollm2):
     runner = _runner(tmp_path, tiny_model(), smollm2[1], max_seq_len=16, max_context_len=64, backend="portable")
     meta = runner.metadata
@@ -104,6 +134,10 @@ def test_unsupported_architecture_and_options_are_named():
         export_llm(tiny_model(vocab_size=64), LlmConfig(quantize="3da2w"))
     with pytest.raises(LlmExportError, match=r"max_seq_len \(64\) exceeds max_context_len \(32\)"):
         export_llm(tiny_model(vocab_size=64), LlmConfig(max_seq_len=64, max_context_len=32))
+    with pytest.raises(LlmExportError, match="quantize '8da4w' with dtype 'fp16' is not supported"):
+        export_llm(tiny_model(vocab_size=64), LlmConfig(dtype="fp16", quantize="8da4w"))
+    with pytest.raises(LlmExportError, match="dtype 'bf16' is unknown"):
+        export_llm(tiny_model(vocab_size=64), LlmConfig(dtype="bf16"))
     with pytest.raises(LlmExportError, match="backend 'nosuchnpu' is not installed"):
         export_llm(tiny_model(vocab_size=64), LlmConfig(backend="nosuchnpu"))
 

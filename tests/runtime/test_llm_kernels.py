@@ -211,7 +211,7 @@ class _Values:
         t.allocationInfo.memoryId = 1
         t.allocationInfo.memoryOffsetLow = self.memory
         t.allocationInfo.memoryOffsetHigh = 0
-        element = {ScalarType.FLOAT: 4, ScalarType.HALF: 2, ScalarType.LONG: 8}[scalar_type]
+        element = {ScalarType.FLOAT: 4, ScalarType.HALF: 2, ScalarType.LONG: 8, ScalarType.DOUBLE: 8}[scalar_type]
         self.memory += (math.prod(sizes) * element + 63) // 64 * 64
         return self._add(KernelTypes.Tensor, t)
 
@@ -326,13 +326,27 @@ def test_custom_sdpa_attn_mask_and_dropout_are_refused():
                        "drpout_p")
 
 
-def test_custom_sdpa_non_float32_is_refused_naming_the_dtype():
+@pytest.mark.parametrize("B,S,H,H_kv,D,max_S,start_pos,is_causal,scale", [
+    SDPA_CASES[1], SDPA_CASES[3], SDPA_CASES[8], SDPA_CASES[10]])
+def test_custom_sdpa_float16_matches_the_float32_reference(B, S, H, H_kv, D, max_S, start_pos, is_causal, scale):
+    """float16 tensors: products and sums in float32, the output rounded once, so the result is the float32
+    reference on the same (float16) values within float16's rounding (atol 2e-3: |out| < 4, step 2^-9)."""
+    torch.manual_seed(B * 1000 + S * 100 + start_pos)
+    q, k, v = (torch.randn(B, n, h, D).half() for n, h in ((S, H), (max_S, H_kv), (max_S, H_kv)))
+    method = _export_sdpa(q, k, v, start_pos, is_causal, scale)
+    (got,) = method.execute([q, k, v, torch.tensor([start_pos])])
+    assert got.dtype == torch.float16
+    ref = custom_sdpa_reference(q.float(), k.float(), v.float(), start_pos, None, 0.0, is_causal, scale)
+    torch.testing.assert_close(got.float(), ref, atol=2e-3, rtol=0)
+
+
+def test_custom_sdpa_other_dtypes_are_refused_naming_the_dtype():
     from etkit.fb.ScalarType import ScalarType
 
-    method = _sdpa_method([1, 2, 2, 8], [1, 16, 2, 8], scalar_type=ScalarType.HALF)
-    h = torch.float16
-    _expect_sdpa_error(method, [torch.randn(1, 2, 2, 8, dtype=h), torch.randn(1, 16, 2, 8, dtype=h),
-                                torch.randn(1, 16, 2, 8, dtype=h), 0], "Half", "'query'")
+    method = _sdpa_method([1, 2, 2, 8], [1, 16, 2, 8], scalar_type=ScalarType.DOUBLE)
+    d = torch.float64
+    _expect_sdpa_error(method, [torch.randn(1, 2, 2, 8, dtype=d), torch.randn(1, 16, 2, 8, dtype=d),
+                                torch.randn(1, 16, 2, 8, dtype=d), 0], "Double", "'query'", "Float and Half")
 
 
 def test_custom_sdpa_non_contiguous_cache_is_refused():

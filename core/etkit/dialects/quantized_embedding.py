@@ -113,6 +113,7 @@ class QuantizedEmbedding(torch.nn.Module):
 
     def __init__(self, embedding: torch.nn.Embedding, bits: int = 8, group_size: int = 0) -> None:
         super().__init__()
+        self.out_dtype = embedding.weight.dtype  # rows come back in the table's dtype (float16 models)
         weight = embedding.weight.detach().to(torch.float32)
         rows, dim = weight.shape
         if bits not in (4, 8):
@@ -132,4 +133,4 @@ class QuantizedEmbedding(torch.nn.Module):
     def forward(self, indices: torch.Tensor) -> torch.Tensor:
         op = torch.ops.quantized_decomposed.embedding_4bit if self.bits == 4 else \
             torch.ops.quantized_decomposed.embedding_byte
-        return op.default(self.weight, self.scales, None, self.qmin, self.qmax, indices)
+        return op.default(self.weight, self.scales, None, self.qmin, self.qmax, indices).to(self.out_dtype)

@@ -23,6 +23,7 @@ log = logging.getLogger("etkit.llm")
 
 QUANTIZE_MODES = ("8da4w", "8da8w", "4w", "8w")
 WEIGHT_QPARAMS = ("hqq", "minmax")
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 
 class LlmExportError(ValueError):
@@ -37,7 +38,9 @@ class LlmConfig:
         max_seq_len: most tokens one ``forward`` call takes (the prefill chunk); with a static shape
             (``enable_dynamic_shape=False``) every call takes exactly one token.
         max_context_len: rows of the KV cache: the longest prompt plus generated text.
-        dtype: ``"fp32"`` (``"fp16"`` is refused for now).
+        dtype: ``"fp32"`` or ``"fp16"`` (weights, activations and KV cache in float16; attention and norms
+            accumulate in float32; logits are returned as float32). fp16 takes weight-only quantization
+            (``"4w"``, ``"8w"``) but not the ``8da`` forms.
         quantize: linear layers' quantization: ``"8da4w"`` (int8 dynamic activations, int4 weights per
             ``group_size``), ``"8da8w"`` (int8 weights per channel), ``"4w"`` / ``"8w"`` (weight-only), or
             ``None``. Uses torchao's ``quantize_``; a CPU delegate runs the 8da forms as dynamically quantized
@@ -102,9 +105,12 @@ class LlmConfig:
 
     def check(self) -> None:
         """Raises :class:`LlmExportError` naming the first option that cannot be honoured."""
-        if self.dtype != "fp32":
-            raise LlmExportError(f"dtype {self.dtype!r} is not supported yet; use 'fp32' (quantize with "
-                                 f"quantize='8da4w' for smaller weights)")
+        if self.dtype not in DTYPES:
+            raise LlmExportError(f"dtype {self.dtype!r} is unknown; choose one of {', '.join(DTYPES)}")
+        if self.dtype == "fp16" and self.quantize is not None and self.quantize.startswith("8da"):
+            raise LlmExportError(f"quantize {self.quantize!r} with dtype 'fp16' is not supported (dynamically "
+                                 f"quantized activations are float32 here); use dtype 'fp32' with {self.quantize!r}, "
+                                 f"or fp16 with weight-only '4w' / '8w'")
         if self.quantize is not None and self.quantize not in QUANTIZE_MODES:
             raise LlmExportError(f"quantize {self.quantize!r} is unknown; choose one of {', '.join(QUANTIZE_MODES)}")
         if self.weight_qparams not in WEIGHT_QPARAMS:
@@ -237,8 +243,11 @@ def export_llm(model, config: Optional[LlmConfig] = None, progress: Optional[Cal
     dynamic = config.enable_dynamic_shape is not False
     partitioners = _partitioners(config.backend)
     with _stage("build the decoder with a static KV cache", progress):
-        # the decoder shares the model's modules; quantization replaces their weights, so work on a copy
-        source = copy.deepcopy(model) if config.quantize else model
+        # the decoder shares the model's modules; quantization and casting replace their weights, so work
+        # on a copy
+        dtype = DTYPES[config.dtype]
+        changes = config.quantize or next(model.parameters()).dtype != dtype
+        source = copy.deepcopy(model).to(dtype) if changes else model
         module = StaticKVDecoder(source, config.max_context_len, config.use_sdpa_with_kv_cache,
                                  config.generate_full_logits).eval()
         if config.quantize:

@@ -172,7 +172,7 @@ class StaticKVDecoder(nn.Module):
             x = layer(x, cos, sin, start_pos)
         if not self.generate_full_logits:
             x = x[:, -1, :]
-        return self.lm_head(self.norm(x))
+        return self.lm_head(self.norm(x)).to(torch.float32)  # runners read float32 logits whatever the dtype
 
     def reset_cache(self) -> None:
         """Zero every KV cache (eager use: start a new sequence)."""

@@ -27,6 +27,15 @@ inline bool check_float32(KernelRuntimeContext& ctx, const char* op, const Tenso
   return true;
 }
 
+/// Fails unless t is float32 or float16.
+inline bool check_float_or_half(KernelRuntimeContext& ctx, const char* op, const Tensor& t, const char* name) {
+  if (t.scalar_type() != ScalarType::Float && t.scalar_type() != ScalarType::Half) {
+    return fail(ctx, Error::InvalidArgument, "%s: argument '%s' has dtype %s; the kernel supports Float and Half",
+                op, name, runtime::scalar_type_name(t.scalar_type()));
+  }
+  return true;
+}
+
 /// Fails unless t is row-major contiguous: dim order 0..dim-1 and matching strides (dims of size 1
 /// may have any stride).
 inline bool check_contiguous(KernelRuntimeContext& ctx, const char* op, const Tensor& t, const char* name) {

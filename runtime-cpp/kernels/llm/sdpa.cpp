@@ -1,7 +1,8 @@
 // llama::custom_sdpa.out: scaled dot-product attention of query [B, S, H, D] over the first
 // start_pos + S rows of the key/value caches [B, max_S, H_kv, D] (grouped-query attention: query head h
 // reads kv head h / (H / H_kv)). With is_causal, query row i sees key rows 0 .. start_pos + i; the mask
-// is computed from the row index, never materialized. Float32, contiguous tensors.
+// is computed from the row index, never materialized. Contiguous float32 or float16 tensors (float16:
+// every product and sum in float32, each query row converted once, the output rounded once).
 //
 // The query heads that share a kv head (up to kMaxRows of them, same position) go together over the key
 // rows in tiles of kTile, so each key/value row loaded serves all of them. The scores of a tile go to a
@@ -13,26 +14,32 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "llm_checks.h"
 
 namespace etkit::portable {
 namespace {
 
-constexpr int64_t kTile = 256;  // key rows per tile
-constexpr int kMaxRows = 4;     // query heads sharing one kv head, processed together (GQA)
+constexpr int64_t kTile = 256;      // key rows per tile
+constexpr int kMaxRows = 4;         // query heads sharing one kv head, processed together (GQA)
+constexpr int64_t kMaxHalfDim = 512;  // float16: head size the stack buffers of converted rows hold
+
+/// A cache element as float: float32 as is, float16 (IEEE binary16 bits) converted.
+inline float f32(float x) { return x; }
+inline float f32(uint16_t h) { return half_to_float(h); }
 
 /// res[r] = q_r . k for the NQ query rows q_r = q + r * n. Each row keeps L independent partial sums
 /// (lanes), so the loop vectorizes without reassociating one float sum, and each key element loaded
 /// serves all NQ rows.
-template <int NQ>
-inline void dot_rows(const float* __restrict q, const float* __restrict k, int64_t n, float* __restrict res) {
+template <int NQ, typename T>
+inline void dot_rows(const float* __restrict q, const T* __restrict k, int64_t n, float* __restrict res) {
   constexpr int L = NQ == 1 ? 16 : 8;
   float acc[NQ][L] = {};
   int64_t d = 0;
   for (; d + L <= n; d += L) {
     for (int j = 0; j < L; ++j) {
-      const float kv = k[d + j];
+      const float kv = f32(k[d + j]);
       for (int r = 0; r < NQ; ++r) acc[r][j] += q[r * n + d + j] * kv;
     }
   }
@@ -41,7 +48,7 @@ inline void dot_rows(const float* __restrict q, const float* __restrict k, int64
       for (int j = 0; j < w; ++j) acc[r][j] += acc[r][j + w];
     }
     float s = acc[r][0];
-    for (int64_t e = d; e < n; ++e) s += q[r * n + e] * k[e];
+    for (int64_t e = d; e < n; ++e) s += q[r * n + e] * f32(k[e]);
     res[r] = s;
   }
 }
@@ -51,21 +58,24 @@ inline void scale_row(float* __restrict y, float f, int64_t n) {
 }
 
 /// y += p0 * x0 + p1 * x1 + p2 * x2 + p3 * x3 (one pass over y for four key rows).
-inline void axpy4(float* __restrict y, const float* __restrict x0, const float* __restrict x1,
-                  const float* __restrict x2, const float* __restrict x3, float p0, float p1, float p2, float p3,
-                  int64_t n) {
-  for (int64_t d = 0; d < n; ++d) y[d] += (p0 * x0[d] + p1 * x1[d]) + (p2 * x2[d] + p3 * x3[d]);
+template <typename T>
+inline void axpy4(float* __restrict y, const T* __restrict x0, const T* __restrict x1, const T* __restrict x2,
+                  const T* __restrict x3, float p0, float p1, float p2, float p3, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) {
+    y[d] += (p0 * f32(x0[d]) + p1 * f32(x1[d])) + (p2 * f32(x2[d]) + p3 * f32(x3[d]));
+  }
 }
 
-inline void axpy(float* __restrict y, const float* __restrict x, float p, int64_t n) {
-  for (int64_t d = 0; d < n; ++d) y[d] += p * x[d];
+template <typename T>
+inline void axpy(float* __restrict y, const T* __restrict x, float p, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) y[d] += p * f32(x[d]);
 }
 
 /// For NQ query rows q_r = q + r * head_dim that read the same kv head and see the same key rows
 /// [0, length): out_r = sum_j softmax_j(scale * q_r . k_j) v_j, out_r = out + r * head_dim.
 /// k and v point at key row 0 of the kv head; consecutive key rows are row_stride floats apart.
-template <int NQ>
-void attend_rows(const float* __restrict q, const float* k, const float* v, int64_t row_stride, int64_t length,
+template <int NQ, typename T>
+void attend_rows(const float* __restrict q, const T* k, const T* v, int64_t row_stride, int64_t length,
                  int64_t head_dim, float scale, float* __restrict out) {
   float scores[NQ][kTile];  // at most 4 KiB of stack
   float running_max[NQ], running_sum[NQ];
@@ -76,14 +86,14 @@ void attend_rows(const float* __restrict q, const float* k, const float* v, int6
   std::fill(out, out + NQ * head_dim, 0.f);
   for (int64_t t0 = 0; t0 < length; t0 += kTile) {
     const int64_t n = std::min(kTile, length - t0);
-    const float* kt = k + t0 * row_stride;
-    const float* vt = v + t0 * row_stride;
+    const T* kt = k + t0 * row_stride;
+    const T* vt = v + t0 * row_stride;
     // 1. scores of the tile and their max, per row
     float tile_max[NQ];
     for (int r = 0; r < NQ; ++r) tile_max[r] = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) {
       float s[NQ];
-      dot_rows<NQ>(q, kt + j * row_stride, head_dim, s);
+      dot_rows<NQ, T>(q, kt + j * row_stride, head_dim, s);
       for (int r = 0; r < NQ; ++r) {
         scores[r][j] = scale * s[r];
         tile_max[r] = std::max(tile_max[r], scores[r][j]);
@@ -111,7 +121,7 @@ void attend_rows(const float* __restrict q, const float* k, const float* v, int6
     // 4. accumulate the value rows, four at a time (they stay in cache across the NQ rows)
     int64_t j = 0;
     for (; j + 4 <= n; j += 4) {
-      const float* vj = vt + j * row_stride;
+      const T* vj = vt + j * row_stride;
       for (int r = 0; r < NQ; ++r) {
         axpy4(out + r * head_dim, vj, vj + row_stride, vj + 2 * row_stride, vj + 3 * row_stride, scores[r][j],
               scores[r][j + 1], scores[r][j + 2], scores[r][j + 3], head_dim);
@@ -122,6 +132,56 @@ void attend_rows(const float* __restrict q, const float* k, const float* v, int6
     }
   }
   for (int r = 0; r < NQ; ++r) scale_row(out + r * head_dim, 1.f / running_sum[r], head_dim);
+}
+
+/// Rows of query heads kvh * groups .. (kvh + 1) * groups - 1 (kMaxRows at a time) at every position,
+/// over the cache rows each may see. T: the storage type (float, or float16 bits); float16 rows are
+/// converted into float stack buffers (head_dim <= kMaxHalfDim, checked by the caller) and the result
+/// rounded back.
+template <typename T>
+void attend_all(const T* q, const T* k, const T* v, T* o, int64_t batch, int64_t seq, int64_t heads,
+                int64_t kv_heads, int64_t head_dim, int64_t max_seq, int64_t start_pos, bool is_causal,
+                float scale) {
+  const int64_t groups = heads / kv_heads;
+  const int64_t row_stride = kv_heads * head_dim;  // elements between consecutive key rows of one kv head
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* kb = k + b * max_seq * row_stride;
+    const T* vb = v + b * max_seq * row_stride;
+    for (int64_t i = 0; i < seq; ++i) {
+      const int64_t length = is_causal ? start_pos + i + 1 : start_pos + seq;
+      for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
+        const T* kh = kb + kvh * head_dim;
+        const T* vh = vb + kvh * head_dim;
+        // Query heads kvh * groups .. (kvh + 1) * groups - 1 read kv head kvh: adjacent rows of
+        // query and out, processed kMaxRows at a time.
+        for (int64_t g = 0; g < groups; g += kMaxRows) {
+          const int64_t offset = ((b * seq + i) * heads + kvh * groups + g) * head_dim;
+          const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, groups - g));
+          const float* qr;
+          float* orow;
+          float q_buf[std::is_same<T, float>::value ? 1 : kMaxRows * kMaxHalfDim];
+          float o_buf[std::is_same<T, float>::value ? 1 : kMaxRows * kMaxHalfDim];
+          if constexpr (std::is_same<T, float>::value) {
+            qr = q + offset;
+            orow = o + offset;
+          } else {
+            for (int64_t e = 0; e < rows * head_dim; ++e) q_buf[e] = f32(q[offset + e]);
+            qr = q_buf;
+            orow = o_buf;
+          }
+          switch (rows) {
+            case 4: attend_rows<4, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
+            case 3: attend_rows<3, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
+            case 2: attend_rows<2, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
+            default: attend_rows<1, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
+          }
+          if constexpr (!std::is_same<T, float>::value) {
+            for (int64_t e = 0; e < rows * head_dim; ++e) o[offset + e] = float_to_half(o_buf[e]);
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -159,10 +219,18 @@ void llama_custom_sdpa_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
     return;
   }
   if (!llm::check_rank4(ctx, name, *query, "query") || !llm::check_rank4(ctx, name, *key, "key") ||
-      !llm::check_rank4(ctx, name, *value, "value") || !llm::check_float32(ctx, name, *query, "query") ||
-      !llm::check_float32(ctx, name, *key, "key") || !llm::check_float32(ctx, name, *value, "value") ||
-      !llm::check_float32(ctx, name, *out, "out")) {
+      !llm::check_rank4(ctx, name, *value, "value") || !llm::check_float_or_half(ctx, name, *query, "query")) {
     return;
+  }
+  const ScalarType dtype = query->scalar_type();
+  const Tensor* same[3] = {key, value, out};
+  const char* same_names[3] = {"key", "value", "out"};
+  for (int i = 0; i < 3; ++i) {
+    if (same[i]->scalar_type() != dtype) {
+      fail(ctx, Error::InvalidArgument, "%s: argument '%s' has dtype %s but query has %s", name, same_names[i],
+           runtime::scalar_type_name(same[i]->scalar_type()), runtime::scalar_type_name(dtype));
+      return;
+    }
   }
   if (!same_shape(*key, *value)) {
     fail(ctx, Error::InvalidArgument, "%s: key %s and value %s differ", name, llm::Shape4(*key).text,
@@ -190,36 +258,23 @@ void llama_custom_sdpa_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   }
   if (out->numel() == 0) return;
 
+  if (dtype == ScalarType::Half && head_dim > kMaxHalfDim) {
+    fail(ctx, Error::InvalidArgument, "%s: float16 heads of %lld elements exceed the kernel's %lld", name,
+         static_cast<long long>(head_dim), static_cast<long long>(kMaxHalfDim));
+    return;
+  }
+
   const float scale_f = has_scale ? static_cast<float>(scale) : 1.f / std::sqrt(static_cast<float>(head_dim));
-  const int64_t groups = heads / kv_heads;
-  const int64_t row_stride = kv_heads * head_dim;  // floats between consecutive key rows of one kv head
-  const float* q = query->const_data_ptr<float>();
-  const float* k = key->const_data_ptr<float>();
-  const float* v = value->const_data_ptr<float>();
-  float* o = out->mutable_data_ptr<float>();
-  for (int64_t b = 0; b < batch; ++b) {
-    const float* kb = k + b * max_seq * row_stride;
-    const float* vb = v + b * max_seq * row_stride;
-    for (int64_t i = 0; i < seq; ++i) {
-      const int64_t length = is_causal ? start_pos + i + 1 : start_pos + seq;
-      for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
-        const float* kh = kb + kvh * head_dim;
-        const float* vh = vb + kvh * head_dim;
-        // Query heads kvh * groups .. (kvh + 1) * groups - 1 read kv head kvh: adjacent rows of
-        // query and out, processed kMaxRows at a time.
-        for (int64_t g = 0; g < groups; g += kMaxRows) {
-          const int64_t offset = ((b * seq + i) * heads + kvh * groups + g) * head_dim;
-          const float* qr = q + offset;
-          float* orow = o + offset;
-          switch (std::min<int64_t>(kMaxRows, groups - g)) {
-            case 4: attend_rows<4>(qr, kh, vh, row_stride, length, head_dim, scale_f, orow); break;
-            case 3: attend_rows<3>(qr, kh, vh, row_stride, length, head_dim, scale_f, orow); break;
-            case 2: attend_rows<2>(qr, kh, vh, row_stride, length, head_dim, scale_f, orow); break;
-            default: attend_rows<1>(qr, kh, vh, row_stride, length, head_dim, scale_f, orow); break;
-          }
-        }
-      }
-    }
+  if (dtype == ScalarType::Float) {
+    attend_all<float>(query->const_data_ptr<float>(), key->const_data_ptr<float>(), value->const_data_ptr<float>(),
+                      out->mutable_data_ptr<float>(), batch, seq, heads, kv_heads, head_dim, max_seq, start_pos,
+                      is_causal, scale_f);
+  } else {
+    attend_all<uint16_t>(static_cast<const uint16_t*>(query->const_data_ptr()),
+                         static_cast<const uint16_t*>(key->const_data_ptr()),
+                         static_cast<const uint16_t*>(value->const_data_ptr()),
+                         static_cast<uint16_t*>(out->mutable_data_ptr()), batch, seq, heads, kv_heads, head_dim,
+                         max_seq, start_pos, is_causal, scale_f);
   }
 }
 

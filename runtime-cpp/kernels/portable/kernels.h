@@ -72,6 +72,10 @@ bool is_integral(ScalarType t);  // excludes Bool
 bool check_dtype(KernelRuntimeContext& ctx, const char* op, const Tensor& t, const char* name);
 bool check_floating(KernelRuntimeContext& ctx, const char* op, const Tensor& t, const char* name);
 
+/// IEEE binary16 bits <-> float (round to nearest even; NaN and infinities kept).
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+
 double load_double(const void* base, ScalarType t, size_t i);
 int64_t load_int(const void* base, ScalarType t, size_t i);
 void store_double(void* base, ScalarType t, size_t i, double v);

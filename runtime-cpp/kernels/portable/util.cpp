@@ -154,7 +154,6 @@ bool check_floating(KernelRuntimeContext& ctx, const char* op, const Tensor& t, 
   return true;
 }
 
-namespace {
 float half_to_float(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
@@ -206,6 +205,7 @@ uint16_t float_to_half(float f) {
   return uint16_t(h);
 }
 
+namespace {
 float bf16_to_float(uint16_t b) {
   uint32_t bits = uint32_t(b) << 16;
   float f;
