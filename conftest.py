@@ -39,6 +39,8 @@ if in_ci():
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if config.option.collectonly:
+        return
     ran = sum(len(terminalreporter.stats.get(kind, [])) for kind in ("passed", "failed", "error", "xfailed",
                                                                        "xpassed"))
     skipped = len(terminalreporter.stats.get("skipped", []))
