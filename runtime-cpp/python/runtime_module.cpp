@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "etkit/runtime/threadpool.h"
 #include "etkit/runtime/runtime.h"
 
 namespace nb = nanobind;
@@ -355,6 +356,14 @@ NB_MODULE(_runtime, m) {
         if (e != rt::Error::Ok) raise(e, "set_backend_option('" + backend_id + "', '" + key + "')");
       },
       nb::arg("backend_id"), nb::arg("key"), nb::arg("value"));
+  m.def(
+      "set_kernel_threads",
+      [](size_t num_threads) {
+        rt::Error e = rt::set_kernel_threads(num_threads);
+        if (e != rt::Error::Ok) raise(e, "set_kernel_threads");
+      },
+      nb::arg("num_threads"), "Threads of the runtime's own kernels (threadpool.h), the calling thread included.");
+  m.def("kernel_threads", [] { return rt::kernel_threads(); });
   m.def(
       "_register_probe_backend",
       [](uint32_t abi_version, const std::string& backend_id) {

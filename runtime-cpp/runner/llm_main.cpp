@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "etkit/extension/llm/text_llm_runner.h"
+#include "etkit/runtime/threadpool.h"
 #include "etkit/runtime/runtime.h"
 #include "registrations.h"
 
@@ -205,6 +206,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s() failed: %s\n", kProg, b->function_name, etkit_backend_registration_error());
       return 1;
     }
+  }
+  if (opt.threads > 0) {
+    rt::Error e = rt::set_kernel_threads(static_cast<size_t>(opt.threads));
+    if (e != rt::Error::Ok) return fail("setting the kernels' threads", e);
   }
   if (opt.threads > 0 && rt::registered_backend_count() > 0) {
     rt::Error e = rt::set_backend_option("*", "num_threads", opt.threads);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "etkit/runtime/threadpool.h"
 #include "etkit/runtime/runtime.h"
 #include "npy.h"
 #include "registrations.h"
@@ -176,6 +177,10 @@ int main(int argc, char** argv) {
     if (opt.model_path.empty()) return 0;
   }
   if (opt.model_path.empty()) return usage("--model_path is required");
+  if (opt.threads > 0) {
+    rt::Error e = rt::set_kernel_threads(static_cast<size_t>(opt.threads));
+    if (e != rt::Error::Ok) return fail("setting the kernels' threads", e);
+  }
   if (opt.threads > 0 && rt::registered_backend_count() > 0) {
     rt::Error e = rt::set_backend_option("*", "num_threads", opt.threads);
     if (e != rt::Error::Ok && e != rt::Error::NotSupported) return fail("setting num_threads", e);

@@ -87,6 +87,30 @@ def test_custom_sdpa_matches_reference_and_torch(B, S, H, H_kv, D, max_S, start_
     torch.testing.assert_close(got, _torch_sdpa(q, k, v, start_pos, is_causal, scale), atol=ATOL, rtol=RTOL)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_custom_sdpa_on_the_worker_pool_equals_one_thread(threads):
+    """With the runtime's worker pool (set_num_threads), every item is computed as on one thread: the
+    outputs are bit-identical, for prefill (many items) and decode past several tiles."""
+    from etkit import _runtime
+    for B, S, H, H_kv, D, max_S, start_pos in [(2, 37, 8, 2, 32, 600, 300), (1, 1, 12, 4, 16, 1100, 1050)]:
+        torch.manual_seed(S)
+        q, k, v = torch.randn(B, S, H, D), torch.randn(B, max_S, H_kv, D), torch.randn(B, max_S, H_kv, D)
+        method = _export_sdpa(q, k, v, start_pos, True, None)
+        args = [q, k, v, torch.tensor([start_pos])]
+        try:
+            _runtime.set_kernel_threads(1)
+            (one,) = method.execute(args)
+            _runtime.set_kernel_threads(threads)
+            assert _runtime.kernel_threads() == threads
+            for _ in range(3):
+                (many,) = method.execute(args)
+                assert torch.equal(many, one)
+        finally:
+            _runtime.set_kernel_threads(1)
+        torch.testing.assert_close(one, custom_sdpa_reference(q, k, v, start_pos, is_causal=True), atol=ATOL,
+                                   rtol=RTOL)
+
+
 def test_custom_sdpa_start_pos_is_read_at_run_time():
     """One program, several start_pos values (and fresh caches) per execute."""
     torch.manual_seed(0)

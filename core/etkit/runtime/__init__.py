@@ -568,8 +568,9 @@ def _set_option_if_supported(backend_id: str, key: str, value: int) -> None:
 
 def set_num_threads(num_threads: int) -> None:
     """Threads used by every backend that takes a thread count, for methods loaded from now on
-    (process-wide, like a backend library's threadpool; etkit's default is 1; the portable kernels are
-    single-threaded). ``etkit_runner --threads N`` is the native equivalent.
+    (process-wide, like a backend library's threadpool; etkit's default is 1), and by the runtime's own
+    kernels that split their work (e.g. ``llama::custom_sdpa``), at once. ``etkit_runner --threads N`` is
+    the native equivalent.
 
     Raises:
         ValueError: ``num_threads`` < 1.
@@ -577,6 +578,7 @@ def set_num_threads(num_threads: int) -> None:
     if int(num_threads) < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     runtime = Runtime.get()
+    _runtime.set_kernel_threads(int(num_threads))
     try:
         runtime.set_backend_option("*", "num_threads", int(num_threads))
     except EtkitRuntimeError as exc:

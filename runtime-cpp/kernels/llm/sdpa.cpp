@@ -10,12 +10,15 @@
 // with m the running max and l the running sum of exp(score - m), a tile with a larger max rescales the
 // accumulator and l by exp(m_old - m_new) before adding exp(score - m_new) * v for each of its keys.
 // No allocation, any cache length. The loops over D are written for the compiler to vectorize
-// (independent float lanes in the dot product, __restrict rows).
+// (independent float lanes in the dot product, __restrict rows). The items (batch row, position, kv
+// head, block of query heads) are spread over the runtime's worker pool (threadpool.h) when there is
+// enough work to pay for waking it.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
+#include "etkit/runtime/threadpool.h"
 #include "llm_checks.h"
 
 namespace etkit::portable {
@@ -134,54 +137,77 @@ void attend_rows(const float* __restrict q, const T* k, const T* v, int64_t row_
   for (int r = 0; r < NQ; ++r) scale_row(out + r * head_dim, 1.f / running_sum[r], head_dim);
 }
 
-/// Rows of query heads kvh * groups .. (kvh + 1) * groups - 1 (kMaxRows at a time) at every position,
-/// over the cache rows each may see. T: the storage type (float, or float16 bits); float16 rows are
-/// converted into float stack buffers (head_dim <= kMaxHalfDim, checked by the caller) and the result
-/// rounded back.
+/// The attention problem of one call; an item is the query heads kvh * groups + g .. + kMaxRows - 1 (at
+/// most) of one batch row and position, which read kv head kvh and the cache rows that position sees.
 template <typename T>
-void attend_all(const T* q, const T* k, const T* v, T* o, int64_t batch, int64_t seq, int64_t heads,
-                int64_t kv_heads, int64_t head_dim, int64_t max_seq, int64_t start_pos, bool is_causal,
-                float scale) {
-  const int64_t groups = heads / kv_heads;
-  const int64_t row_stride = kv_heads * head_dim;  // elements between consecutive key rows of one kv head
-  for (int64_t b = 0; b < batch; ++b) {
-    const T* kb = k + b * max_seq * row_stride;
-    const T* vb = v + b * max_seq * row_stride;
-    for (int64_t i = 0; i < seq; ++i) {
-      const int64_t length = is_causal ? start_pos + i + 1 : start_pos + seq;
-      for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
-        const T* kh = kb + kvh * head_dim;
-        const T* vh = vb + kvh * head_dim;
-        // Query heads kvh * groups .. (kvh + 1) * groups - 1 read kv head kvh: adjacent rows of
-        // query and out, processed kMaxRows at a time.
-        for (int64_t g = 0; g < groups; g += kMaxRows) {
-          const int64_t offset = ((b * seq + i) * heads + kvh * groups + g) * head_dim;
-          const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, groups - g));
-          const float* qr;
-          float* orow;
-          float q_buf[std::is_same<T, float>::value ? 1 : kMaxRows * kMaxHalfDim];
-          float o_buf[std::is_same<T, float>::value ? 1 : kMaxRows * kMaxHalfDim];
-          if constexpr (std::is_same<T, float>::value) {
-            qr = q + offset;
-            orow = o + offset;
-          } else {
-            for (int64_t e = 0; e < rows * head_dim; ++e) q_buf[e] = f32(q[offset + e]);
-            qr = q_buf;
-            orow = o_buf;
-          }
-          switch (rows) {
-            case 4: attend_rows<4, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
-            case 3: attend_rows<3, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
-            case 2: attend_rows<2, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
-            default: attend_rows<1, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
-          }
-          if constexpr (!std::is_same<T, float>::value) {
-            for (int64_t e = 0; e < rows * head_dim; ++e) o[offset + e] = float_to_half(o_buf[e]);
-          }
-        }
-      }
+struct Attention {
+  const T* q;
+  const T* k;
+  const T* v;
+  T* o;
+  int64_t seq, heads, kv_heads, head_dim, max_seq, start_pos;
+  bool is_causal;
+  float scale;
+  int64_t groups, blocks;  // query heads per kv head; item blocks of kMaxRows per kv head
+
+  int64_t items(int64_t batch) const { return batch * seq * kv_heads * blocks; }
+
+  /// T: the storage type (float, or float16 bits); float16 rows are converted into float stack buffers
+  /// (head_dim <= kMaxHalfDim, checked by the caller) and the result rounded back.
+  void run(int64_t item) const {
+    const int64_t block = item % blocks;
+    const int64_t kvh = (item / blocks) % kv_heads;
+    const int64_t i = (item / (blocks * kv_heads)) % seq;
+    const int64_t b = item / (blocks * kv_heads * seq);
+    const int64_t row_stride = kv_heads * head_dim;  // elements between consecutive key rows of one kv head
+    const int64_t length = is_causal ? start_pos + i + 1 : start_pos + seq;
+    const T* kh = k + b * max_seq * row_stride + kvh * head_dim;
+    const T* vh = v + b * max_seq * row_stride + kvh * head_dim;
+    const int64_t g = block * kMaxRows;
+    // query heads kvh * groups + g ... are adjacent rows of query and out
+    const int64_t offset = ((b * seq + i) * heads + kvh * groups + g) * head_dim;
+    const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, groups - g));
+    const float* qr;
+    float* orow;
+    float q_buf[std::is_same<T, float>::value ? 1 : kMaxRows * kMaxHalfDim];
+    float o_buf[std::is_same<T, float>::value ? 1 : kMaxRows * kMaxHalfDim];
+    if constexpr (std::is_same<T, float>::value) {
+      qr = q + offset;
+      orow = o + offset;
+    } else {
+      for (int64_t e = 0; e < rows * head_dim; ++e) q_buf[e] = f32(q[offset + e]);
+      qr = q_buf;
+      orow = o_buf;
+    }
+    switch (rows) {
+      case 4: attend_rows<4, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
+      case 3: attend_rows<3, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
+      case 2: attend_rows<2, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
+      default: attend_rows<1, T>(qr, kh, vh, row_stride, length, head_dim, scale, orow); break;
+    }
+    if constexpr (!std::is_same<T, float>::value) {
+      for (int64_t e = 0; e < rows * head_dim; ++e) o[offset + e] = float_to_half(o_buf[e]);
     }
   }
+
+  static void run_range(void* self, size_t begin, size_t end) {
+    for (size_t item = begin; item < end; ++item) static_cast<const Attention*>(self)->run(static_cast<int64_t>(item));
+  }
+};
+
+/// Items of less work than this (multiply-adds, both passes) run on the calling thread: waking a worker
+/// costs more than a short decode step's attention.
+constexpr int64_t kParallelWork = int64_t(1) << 16;
+
+template <typename T>
+void attend_all(const Attention<T>& attention, int64_t batch) {
+  const int64_t items = attention.items(batch);
+  const int64_t rows = attention.is_causal ? attention.start_pos + (attention.seq + 1) / 2
+                                           : attention.start_pos + attention.seq;  // cache rows, on average
+  const int64_t work_per_item = std::max<int64_t>(1, 2 * rows * attention.head_dim * kMaxRows);
+  const int64_t grain = std::max<int64_t>(1, kParallelWork / work_per_item);
+  runtime::parallel_for(static_cast<size_t>(items), static_cast<size_t>(grain), &Attention<T>::run_range,
+                        const_cast<Attention<T>*>(&attention));
 }
 
 }  // namespace
@@ -265,16 +291,22 @@ void llama_custom_sdpa_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   }
 
   const float scale_f = has_scale ? static_cast<float>(scale) : 1.f / std::sqrt(static_cast<float>(head_dim));
+  const int64_t groups = heads / kv_heads;
+  const int64_t blocks = (groups + kMaxRows - 1) / kMaxRows;
   if (dtype == ScalarType::Float) {
-    attend_all<float>(query->const_data_ptr<float>(), key->const_data_ptr<float>(), value->const_data_ptr<float>(),
-                      out->mutable_data_ptr<float>(), batch, seq, heads, kv_heads, head_dim, max_seq, start_pos,
-                      is_causal, scale_f);
+    const Attention<float> attention{query->const_data_ptr<float>(), key->const_data_ptr<float>(),
+                                     value->const_data_ptr<float>(), out->mutable_data_ptr<float>(),
+                                     seq, heads, kv_heads, head_dim, max_seq, start_pos, is_causal, scale_f,
+                                     groups, blocks};
+    attend_all(attention, batch);
   } else {
-    attend_all<uint16_t>(static_cast<const uint16_t*>(query->const_data_ptr()),
-                         static_cast<const uint16_t*>(key->const_data_ptr()),
-                         static_cast<const uint16_t*>(value->const_data_ptr()),
-                         static_cast<uint16_t*>(out->mutable_data_ptr()), batch, seq, heads, kv_heads, head_dim,
-                         max_seq, start_pos, is_causal, scale_f);
+    const Attention<uint16_t> attention{static_cast<const uint16_t*>(query->const_data_ptr()),
+                                        static_cast<const uint16_t*>(key->const_data_ptr()),
+                                        static_cast<const uint16_t*>(value->const_data_ptr()),
+                                        static_cast<uint16_t*>(out->mutable_data_ptr()),
+                                        seq, heads, kv_heads, head_dim, max_seq, start_pos, is_causal, scale_f,
+                                        groups, blocks};
+    attend_all(attention, batch);
   }
 }
 

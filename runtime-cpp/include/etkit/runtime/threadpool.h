@@ -1,0 +1,30 @@
+// The runtime's own worker threads, for kernels that split their work (ExecuTorch's extension/threadpool
+// shape: one process-wide pool, sized once, that a kernel hands a loop to). Delegates keep their own
+// threads (a backend's pool); this one serves the runtime's kernels, e.g. llama::custom_sdpa.
+//
+// parallel_for never allocates: the job lives on the caller's stack and the workers exist before the
+// first execute(). Calls from two threads at once do not share the pool: the second caller runs its loop
+// alone, so a Method executed concurrently on several threads stays correct (just not faster).
+#pragma once
+
+#include <cstddef>
+
+#include "etkit/runtime/error.h"
+
+namespace etkit::runtime {
+
+/// A piece of a loop: fn(context, begin, end) handles items [begin, end).
+using ParallelFn = void (*)(void* context, size_t begin, size_t end);
+
+/// Threads the runtime's kernels use, the calling thread included (1: no worker threads; the default).
+/// Call it outside execute(): workers are started or stopped here. Errors: InvalidArgument for 0 or more
+/// than 256, Internal when the system refuses a thread (the pool keeps the threads it got).
+Error set_kernel_threads(size_t num_threads);
+size_t kernel_threads();
+
+/// Runs fn over items [0, n) in chunks of at least `grain` items, on the calling thread and the pool's
+/// workers, and returns when every item is done. With one thread, n <= grain, or the pool busy with
+/// another caller, fn(context, 0, n) runs on the calling thread.
+void parallel_for(size_t n, size_t grain, ParallelFn fn, void* context);
+
+}  // namespace etkit::runtime
