@@ -1,5 +1,5 @@
 // Copy-variants of view ops and other data-movement kernels: view_copy, permute_copy, expand_copy,
-// slice_copy, select_copy, unsqueeze_copy, squeeze_copy, transpose_copy, t_copy, cat, stack, split,
+// slice_copy, select_copy, unfold_copy, unsqueeze_copy, squeeze_copy, transpose_copy, t_copy, cat, stack, split,
 // unbind, clone, _to_copy, _to_dim_order_copy, full, zeros, ones, scalar_tensor, arange, index_select,
 // index.Tensor, embedding, constant_pad_nd, repeat, gather, sym_size.
 //
@@ -178,6 +178,51 @@ void slice_copy_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   v.sizes[d] = static_cast<SizesType>((end - start + step - 1) / step);
   v.strides[d] = a->stride(d) * step;
   v.offset = start * a->stride(d);
+  copy_view(ctx, name, *a, v, *out);
+}
+
+// unfold_copy.out(Tensor self, int dimension, int size, int step, *, Tensor(a!) out): every window of `size`
+// elements along `dimension`, `step` apart, as a new last dim of length `size`; the windowed dim holds
+// (n - size) / step + 1 windows (ATen's Tensor.unfold). A 0-D self gives [size] with size 0 or 1.
+void unfold_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
+  const char* name = "aten::unfold_copy.out";
+  if (!check_nargs(ctx, name, args, 5)) return;
+  Tensor* a = any_tensor(ctx, name, args, 0, "self");
+  int64_t dim, size, step;
+  if (!a || !int_arg(ctx, name, args, 1, "dimension", &dim) || !int_arg(ctx, name, args, 2, "size", &size) ||
+      !int_arg(ctx, name, args, 3, "step", &step)) {
+    return;
+  }
+  Tensor* out = any_tensor(ctx, name, args, 4, "out");
+  size_t d;
+  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  const int64_t n = a->dim() == 0 ? 1 : a->size(d);
+  if (step <= 0) {
+    fail(ctx, Error::InvalidArgument, "%s: step must be positive, got %lld", name, (long long)step);
+    return;
+  }
+  if (size < 0 || size > n) {
+    fail(ctx, Error::InvalidArgument, "%s: size %lld does not fit dimension %zu of size %lld", name, (long long)size,
+         d, (long long)n);
+    return;
+  }
+  if (a->dim() + 1 > kMaxDim) {
+    fail(ctx, Error::InvalidArgument, "%s: the result would have %zu dims, more than %zu", name, a->dim() + 1,
+         kMaxDim);
+    return;
+  }
+  View v = view_of(*a);
+  if (a->dim() == 0) {
+    v.dim = 1;
+    v.sizes[0] = static_cast<SizesType>(size);
+    v.strides[0] = 1;
+  } else {
+    v.sizes[d] = static_cast<SizesType>((n - size) / step + 1);
+    v.strides[d] = a->stride(d) * step;
+    v.dim = a->dim() + 1;
+    v.sizes[a->dim()] = static_cast<SizesType>(size);
+    v.strides[a->dim()] = a->stride(d);
+  }
   copy_view(ctx, name, *a, v, *out);
 }
 
