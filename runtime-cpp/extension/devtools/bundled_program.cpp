@@ -615,13 +615,13 @@ Error verify_method_outputs(Method& method, const BundledProgramView& bundle, si
   }
   r.num_outputs = n;
   const double inf = std::numeric_limits<double>::infinity();
-  char why[320];
+  char why[640];
   why[0] = '\0';
   for (size_t i = 0; i < n; ++i) {
     const bfb::Value* value = expected->Get(flatbuffers::uoffset_t(i));
     const EValue& actual = method.get_output(i);
     Comparison c;
-    char mismatch[256];
+    char mismatch[512];
     mismatch[0] = '\0';
     if (value->val_type() == bfb::ValueUnion::Tensor) {
       TensorFacts f;
@@ -634,7 +634,7 @@ Error verify_method_outputs(Method& method, const BundledProgramView& bundle, si
         bool same_shape = a.dim() == f.rank;
         for (size_t d = 0; same_shape && d < f.rank; ++d) same_shape = a.size(d) == f.sizes[d];
         if (a.scalar_type() != f.type || !same_shape) {
-          char want[160], got[160];
+          char want[200], got[200];
           format_sizes(want, sizeof(want), f.sizes, f.rank);
           format_sizes(got, sizeof(got), a.sizes().data(), a.dim());
           std::snprintf(mismatch, sizeof(mismatch), "expected %s %s, the method returned %s %s",
