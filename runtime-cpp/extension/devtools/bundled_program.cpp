@@ -173,6 +173,9 @@ Error tensor_facts(const bfb::Tensor* t, const Path& where, TensorFacts* out) {
                      out->rank, kTensorDimensionLimit);
   }
   size_t numel = 1;
+  // Strides are int32 and skip zero sizes: the product of the non-zero sizes must fit (it does for any
+  // tensor whose bytes are in the file, unless a zero size hides the others).
+  int32_t extent = 1;
   for (size_t d = 0; d < out->rank; ++d) {
     int32_t s = sizes->Get(flatbuffers::uoffset_t(d));
     if (s < 0) {
@@ -180,7 +183,7 @@ Error tensor_facts(const bfb::Tensor* t, const Path& where, TensorFacts* out) {
                        int(s), d);
     }
     out->sizes[d] = s;
-    if (__builtin_mul_overflow(numel, size_t(s), &numel)) {
+    if (__builtin_mul_overflow(numel, size_t(s), &numel) || __builtin_mul_overflow(extent, s > 0 ? s : 1, &extent)) {
       return set_error(Error::InvalidProgram, "bundled program: %s: the shape's element count overflows", where.text);
     }
   }
@@ -208,6 +211,14 @@ Error tensor_facts(const bfb::Tensor* t, const Path& where, TensorFacts* out) {
   }
   // ExecuTorch's writer stores the tensor's whole storage, which can be longer than the tensor.
   size_t have = t->data() == nullptr ? 0 : t->data()->size();
+  // Kernels read the elements in place: they must be aligned to their size (the format aligns them to 16
+  // bytes; only a corrupted offset breaks that).
+  if (have > 0 && reinterpret_cast<uintptr_t>(t->data()->data()) % runtime::element_size(out->type) != 0) {
+    return set_error(Error::InvalidProgram,
+                     "bundled program: %s: tensor data is not aligned to its %zu-byte elements (the format aligns it "
+                     "to 16 bytes): the file is corrupted, or was loaded at an address not aligned to 16",
+                     where.text, runtime::element_size(out->type));
+  }
   if (have < out->nbytes) {
     char shape[160];
     format_sizes(shape, sizeof(shape), out->sizes, out->rank);
