@@ -318,3 +318,57 @@ def test_truncated_and_bit_flipped_bptes_never_crash(lowered, tmp_path):
     assert run.returncode == 0, f"exit {run.returncode}\n{run.stderr[-3000:]}"
     counts = eval(run.stdout.strip().splitlines()[-1])
     assert counts["refused"] >= 150, counts  # every truncation at least
+
+
+# ---- shapes and layouts the method plans -----------------------------------------------------------
+
+def _verify_all(data, model, inputs_per_case):
+    method = Runtime.get().load_program(data).load_method()
+    for index, case_inputs in enumerate(inputs_per_case):
+        load_bundled_input(method, data, index)
+        (out,) = method.execute()
+        with torch.no_grad():
+            want = model(*case_inputs)
+        torch.testing.assert_close(torch.from_numpy(np.ascontiguousarray(out)), want, rtol=bundling.RTOL,
+                                   atol=bundling.ATOL)
+        verify_method_outputs(method, data, index, rtol=bundling.RTOL, atol=bundling.ATOL)
+
+
+def test_dynamic_shape_cases_of_different_sizes_run_and_verify():
+    """Each case runs at its own size within the exported bounds; a size over the bound is refused."""
+    import etkit
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).eval()
+    seq = torch.export.Dim("seq", min=2, max=16)
+    ep = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: seq},))
+    program = etkit.to_edge(ep).to_executorch()
+    inputs = [(torch.randn(3, 8),), (torch.randn(16, 8),)]
+    cases = [MethodTestCase(inputs=list(i), expected_outputs=model(*i)) for i in inputs]
+    data = serialize_from_bundled_program_to_flatbuffer(BundledProgram(program, [MethodTestSuite("forward", cases)]))
+    _verify_all(data, model, inputs)
+    with pytest.raises(BundledProgramError, match=r"shape \[17, 8\], above the method's upper bounds \[16, 8\]"):
+        _bundle_one(program, [torch.randn(17, 8)])
+
+
+def test_channels_last_input_is_stored_in_the_method_layout():
+    """A program exported with a channels-last input takes the bundled bytes in that layout (dim_order
+    [0, 2, 3, 1]), whatever the layout of the tensor given to MethodTestCase."""
+    import etkit
+    from etkit.fb.bundled.BundledProgram import BundledProgram as Root
+    from etkit.fb.bundled.Tensor import Tensor
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 3, 6, 6).to(memory_format=torch.channels_last)
+    program = etkit.to_edge(torch.export.export(model, (x,))).to_executorch()
+    inputs = [(x.contiguous(),), (torch.randn(1, 3, 6, 6).to(memory_format=torch.channels_last),)]
+    cases = [MethodTestCase(inputs=list(i), expected_outputs=model(*i)) for i in inputs]
+    data = serialize_from_bundled_program_to_flatbuffer(BundledProgram(program, [MethodTestSuite("forward", cases)]))
+    value = Root.GetRootAs(data, 0).MethodTestSuites(0).TestCases(0).Inputs(0)
+    tensor = Tensor()
+    tensor.Init(value.Val().Bytes, value.Val().Pos)
+    assert list(tensor.DimOrderAsNumpy()) == [0, 2, 3, 1]
+    assert tensor.DataAsNumpy().tobytes() == x.permute(0, 2, 3, 1).contiguous().numpy().tobytes()
+    _verify_all(data, model, inputs)
+    read = deserialize_from_flatbuffer_to_bundled_program(data)
+    assert torch.equal(read.method_test_suites[0].test_cases[0].inputs[0], x)
