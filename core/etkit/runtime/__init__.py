@@ -329,6 +329,10 @@ class Method:
 
         bundled = getattr(self, "_bundled", None)
         if inputs is None and bundled is not None:
+            if bundled["executed"]:
+                # An execute may reuse planned input memory for later values: set the inputs again.
+                self._native.load_bundled_input(bundled["bundle"]._native, bundled["index"],
+                                                bundled["method_name"] or "")
             results = self._native.execute_loaded()
             bundled["executed"] = True
             return _outputs(results, as_numpy=True)
@@ -612,7 +616,7 @@ def load_bundled_input(method: Method, bpte, test_case_index: int, method_name: 
 
 
 def verify_method_outputs(method: Method, bpte, test_case_index: int, rtol: float = 1e-5, atol: float = 1e-8,
-                          method_name: str | None = None) -> "Any":
+                          method_name: str | None = None) -> "etkit.runtime.bundled.VerificationReport":
     """Checks the outputs of the last ``method.execute()`` against a bundled test case's expected outputs.
     See :func:`etkit.runtime.bundled.verify_method_outputs` (loaded on first use)."""
     from etkit.runtime.bundled import verify_method_outputs as verify
