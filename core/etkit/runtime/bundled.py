@@ -115,6 +115,7 @@ def load_bundled_input(method: "Method", bpte: BundledLike, test_case_index: int
     """
     bundle = _bundle(bpte)
     index = _index(test_case_index)
+    method._bundled = None  # a failed load leaves no test case loaded
     method._native.load_bundled_input(bundle._native, index, method_name or "")
     method._bundled = {"bundle": bundle, "index": index, "method_name": method_name, "executed": False}
 

@@ -3,13 +3,16 @@
 // seed page "Bundled Program"). ExecuTorch's runtime names are kept: get_program_data,
 // load_bundled_input, verify_method_outputs.
 //
-//   BundledProgramView bundle = BundledProgramView::from(bytes, size).get();   // checks everything
-//   Program program = Program::load(&loader_over(bundle.program())).get();
-//   Method method = program.load_method("forward").get();
-//   load_bundled_input(method, bundle, 0);
-//   method.execute();
+//   auto bundle = BundledProgramView::from(bytes, size);             // checks the whole file
+//   BufferDataLoader loader(bundle->program().data(), bundle->program().size());
+//   auto program = Program::load(&loader);                           // the embedded .pte
+//   auto method = program->load_method("forward");
+//   load_bundled_input(*method, *bundle, 0);                         // test case 0's inputs
+//   method->execute();
 //   VerifyReport report;
-//   Error e = verify_method_outputs(method, bundle, 0, 1e-5, 1e-8, &report);
+//   Error e = verify_method_outputs(*method, *bundle, 0, 1e-5, 1e-8, &report);
+//
+// (each Result checked with ok() first; runner/main.cpp is a complete example).
 //
 // A .bpte is untrusted input. BundledProgramView::from runs the flatbuffers verifier and then checks
 // what the verifier cannot (scalar types, ranks, sizes against the data bytes, dim orders); every
