@@ -85,8 +85,23 @@ class BundledProgramBuffer:
 BundledLike = Union[BundledProgramBuffer, str, os.PathLike, bytes, bytearray, memoryview]
 
 
+#: The last ``bytes`` object read and its BundledProgramBuffer: the same (immutable) object passed again, as
+#: in a load/verify loop, is not copied and checked again. Paths are always read (the file may change).
+_last_bytes: tuple = (None, None)
+
+
 def _bundle(bpte: BundledLike) -> BundledProgramBuffer:
-    return bpte if isinstance(bpte, BundledProgramBuffer) else BundledProgramBuffer(bpte)
+    global _last_bytes
+    if isinstance(bpte, BundledProgramBuffer):
+        return bpte
+    if type(bpte) is bytes:
+        last = _last_bytes
+        if last[0] is bpte:
+            return last[1]
+        bundle = BundledProgramBuffer(bpte)
+        _last_bytes = (bpte, bundle)
+        return bundle
+    return BundledProgramBuffer(bpte)
 
 
 def _index(test_case_index) -> int:
@@ -103,8 +118,8 @@ def load_bundled_input(method: "Method", bpte: BundledLike, test_case_index: int
 
     Args:
         method: a loaded :class:`etkit.runtime.Method`.
-        bpte: a :class:`BundledProgramBuffer`, or a .bpte's path or bytes (read and checked on each call:
-            pass a ``BundledProgramBuffer`` to read it once).
+        bpte: a :class:`BundledProgramBuffer`, or a .bpte's path (read and checked on each call) or bytes
+            (checked once per bytes object).
         test_case_index: index into the method's test cases.
         method_name: the test suite to take the case from; default: the method's own name.
 
