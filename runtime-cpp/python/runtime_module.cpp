@@ -11,16 +11,20 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "etkit/runtime/threadpool.h"
+#include "etkit/extension/devtools/bundled_program.h"
 #include "etkit/runtime/runtime.h"
+#include "etkit/runtime/threadpool.h"
 
 namespace nb = nanobind;
 namespace rt = etkit::runtime;
+namespace bp = etkit::bundled_program;
 
 namespace {
 
@@ -37,9 +41,35 @@ nb::object g_error_type;  // etkit._runtime.EtkitRuntimeError
   throw nb::python_error();
 }
 
+/// A verified .bpte held in 64-byte-aligned memory (bundled tensors are read in place).
+struct BundleHolder {
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> bytes;
+  size_t size = 0;
+  std::unique_ptr<bp::BundledProgramView> view;
+};
+
+std::shared_ptr<BundleHolder> load_bundle(nb::bytes data, const std::string& what) {
+  auto h = std::make_shared<BundleHolder>();
+  h->size = data.size();
+  void* p = nullptr;
+  if (::posix_memalign(&p, 64, h->size > 0 ? h->size : 1) != 0 || p == nullptr) {
+    throw std::bad_alloc();
+  }
+  h->bytes.reset(static_cast<uint8_t*>(p));
+  if (h->size > 0) std::memcpy(h->bytes.get(), data.c_str(), h->size);
+  auto v = bp::BundledProgramView::from(h->bytes.get(), h->size);
+  if (!v.ok()) raise(v.error(), "cannot read bundled program " + what);
+  h->view = std::make_unique<bp::BundledProgramView>(v.get());
+  return h;
+}
+
 /// A loaded program with the data source it reads segments from.
 struct ProgramHolder {
   std::string bytes;                          // owned copy when loaded from bytes
+  std::shared_ptr<BundleHolder> bundle;       // the .bpte holding the program, when loaded from one
   std::unique_ptr<rt::DataLoader> loader;
   std::unique_ptr<rt::Program> program;
 };
@@ -65,6 +95,17 @@ std::shared_ptr<ProgramHolder> load_bytes(nb::bytes data, int verification) {
   h->bytes.assign(data.c_str(), data.size());
   h->loader = std::make_unique<rt::BufferDataLoader>(h->bytes.data(), h->bytes.size());
   h->program = load_with(h->loader.get(), verification, "from bytes");
+  return h;
+}
+
+/// The program embedded in a .bpte, read in place from the bundle's memory.
+std::shared_ptr<ProgramHolder> load_bundled(std::shared_ptr<BundleHolder> bundle, int verification,
+                                            const std::string& what) {
+  auto h = std::make_shared<ProgramHolder>();
+  rt::Span<const uint8_t> program = bundle->view->program();
+  h->bundle = std::move(bundle);
+  h->loader = std::make_unique<rt::BufferDataLoader>(program.data(), program.size());
+  h->program = load_with(h->loader.get(), verification, "embedded in bundled program " + what);
   return h;
 }
 
@@ -125,6 +166,7 @@ struct MethodHolder {
   std::shared_ptr<ProgramHolder> program;  // keeps the Program alive
   std::unique_ptr<rt::Method> method;
   std::string name;
+  std::shared_ptr<BundleHolder> inputs_from;  // inputs not memory-planned may point into this .bpte
 };
 
 std::shared_ptr<MethodHolder> load_method(std::shared_ptr<ProgramHolder> p, const std::string& name) {
@@ -138,6 +180,8 @@ std::shared_ptr<MethodHolder> load_method(std::shared_ptr<ProgramHolder> p, cons
 }
 
 using InputArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+nb::list run(MethodHolder& h);
 
 /// Runs the method. `inputs` holds, per method input, either a tuple (scalar_type, sizes, array) for a
 /// tensor (array: any contiguous CPU buffer of the right byte size) or a Python int/float/bool.
@@ -211,6 +255,12 @@ nb::list execute(MethodHolder& h, nb::list inputs) {
     rt::Error e = m.set_input(value, i);
     if (e != rt::Error::Ok) raise(e, "method '" + h.name + "': cannot set input " + std::to_string(i));
   }
+  return run(h);
+}
+
+/// Executes with the inputs already set and returns the outputs as `execute` does.
+nb::list run(MethodHolder& h) {
+  rt::Method& m = *h.method;
   rt::Error e;
   {
     nb::gil_scoped_release release;
@@ -263,6 +313,40 @@ nb::list execute(MethodHolder& h, nb::list inputs) {
   return out;
 }
 
+void load_bundled_input(MethodHolder& h, std::shared_ptr<BundleHolder> bundle, size_t index,
+                        const std::string& method_name) {
+  rt::Error e = bp::load_bundled_input(*h.method, *bundle->view, index,
+                                       method_name.empty() ? h.name.c_str() : method_name.c_str());
+  if (e != rt::Error::Ok) raise(e, "load_bundled_input");
+  h.inputs_from = std::move(bundle);
+}
+
+/// Returns a dict: passed, num_outputs, failed_output (-1 when passed), max_abs_diff,
+/// max_abs_diff_output, failed_max_abs_diff, failed_mismatches, failed_numel, failed_element,
+/// failed_expected, failed_actual, message. Raises for anything but a mismatch.
+nb::dict verify_outputs(MethodHolder& h, std::shared_ptr<BundleHolder> bundle, size_t index, double rtol, double atol,
+                        const std::string& method_name) {
+  bp::VerifyReport r;
+  rt::clear_error_message();
+  rt::Error e = bp::verify_method_outputs(*h.method, *bundle->view, index, rtol, atol, &r,
+                                          method_name.empty() ? h.name.c_str() : method_name.c_str());
+  if (e != rt::Error::Ok && r.num_outputs == 0) raise(e, "verify_method_outputs");
+  nb::dict d;
+  d["passed"] = e == rt::Error::Ok && r.passed;
+  d["num_outputs"] = r.num_outputs;
+  d["failed_output"] = r.failed_output == SIZE_MAX ? int64_t(-1) : int64_t(r.failed_output);
+  d["max_abs_diff"] = r.max_abs_diff;
+  d["max_abs_diff_output"] = r.max_abs_diff_output;
+  d["failed_max_abs_diff"] = r.failed_max_abs_diff;
+  d["failed_mismatches"] = r.failed_mismatches;
+  d["failed_numel"] = r.failed_numel;
+  d["failed_element"] = r.failed_element;
+  d["failed_expected"] = r.failed_expected;
+  d["failed_actual"] = r.failed_actual;
+  d["message"] = e == rt::Error::Ok ? std::string() : std::string(rt::last_error_message());
+  return d;
+}
+
 /// A do-nothing backend used only to exercise registration (ABI checks) from tests.
 class RegistrationProbeBackend final : public rt::BackendInterface {
  public:
@@ -311,10 +395,45 @@ NB_MODULE(_runtime, m) {
              if (!r.ok()) raise(r.error(), "method_meta('" + name + "')");
              return method_meta_dict(r.get());
            })
+      .def_static(
+          "load_bundled",
+          [](std::shared_ptr<BundleHolder> bundle, int verification, const std::string& what) {
+            return load_bundled(std::move(bundle), verification, what);
+          },
+          nb::arg("bundle"), nb::arg("verification") = 1, nb::arg("what") = "")
       .def("load_method", &load_method);
+
+  nb::class_<BundleHolder>(m, "BundledProgram")
+      .def_static(
+          "load_bytes", [](nb::bytes data, const std::string& what) { return load_bundle(data, what); },
+          nb::arg("data"), nb::arg("what") = "")
+      .def_static("is_bundled_program",
+                  [](nb::bytes data) { return bp::is_bundled_program(data.c_str(), data.size()); })
+      .def_prop_ro("version", [](BundleHolder& h) { return h.view->version(); })
+      .def_prop_ro("size", [](BundleHolder& h) { return h.size; })
+      .def("program_bytes",
+           [](BundleHolder& h) {
+             rt::Span<const uint8_t> p = h.view->program();
+             return nb::bytes(reinterpret_cast<const char*>(p.data()), p.size());
+           })
+      .def("method_names",
+           [](BundleHolder& h) {
+             std::vector<std::string> names;
+             for (size_t i = 0; i < h.view->num_method_test_suites(); ++i) names.emplace_back(h.view->method_name(i));
+             return names;
+           })
+      .def("num_test_cases", [](BundleHolder& h, const std::string& name) {
+        auto n = h.view->num_test_cases(name.c_str());
+        if (!n.ok()) raise(n.error(), "num_test_cases");
+        return n.get();
+      });
 
   nb::class_<MethodHolder>(m, "Method")
       .def("execute", &execute, nb::arg("inputs"))
+      .def("execute_loaded", &run)
+      .def("load_bundled_input", &load_bundled_input, nb::arg("bundle"), nb::arg("index"), nb::arg("method_name"))
+      .def("verify_outputs", &verify_outputs, nb::arg("bundle"), nb::arg("index"), nb::arg("rtol"), nb::arg("atol"),
+           nb::arg("method_name"))
       .def("meta", [](MethodHolder& h) { return method_meta_dict(h.method->method_meta()); })
       .def_prop_ro("name", [](MethodHolder& h) { return h.name; })
       .def_prop_ro("fallback_reason", [](MethodHolder& h) { return std::string(h.method->fallback_reason()); })

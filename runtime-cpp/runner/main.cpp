@@ -3,6 +3,13 @@
 //
 //   etkit_runner --model_path m.pte [--method forward] [--input a.npy ...] [--threads N]
 //                [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]
+//   etkit_runner --model_path m.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]
+//
+// A bundled program (.bpte, schema/bundled_program.fbs) given as --model_path runs the program inside it
+// (ExecuTorch's get_program_data). With --bundled_program the runner instead runs every test case of
+// the .bpte (of every method, or of --method when given) once and prints, per case, PASS or FAIL with the
+// largest absolute difference from the expected outputs (|expected - actual| <= atol + rtol * |actual|;
+// defaults ExecuTorch's: rtol 1e-5, atol 1e-8); the exit status is 1 when any case fails.
 //
 // --profile prints the timed events of the last iteration (method, kernels, delegate calls and the
 // delegates' own events, e.g. one per GPU dispatch) as a table sorted by start time.
@@ -15,16 +22,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "etkit/runtime/threadpool.h"
+#include "etkit/extension/devtools/bundled_program.h"
 #include "etkit/runtime/runtime.h"
+#include "etkit/runtime/threadpool.h"
 #include "npy.h"
 #include "registrations.h"
 
 namespace rt = etkit::runtime;
+namespace bp = etkit::bundled_program;
 
 namespace {
 
@@ -38,13 +49,18 @@ struct Options {
   bool list_backends = false;
   bool profile = false;
   std::string output_prefix;
+  bool bundled_program = false;
+  bool method_given = false;
+  double rtol = 1e-5;
+  double atol = 1e-8;
 };
 
 int usage(const char* msg) {
   if (msg) std::fprintf(stderr, "etkit_runner: %s\n", msg);
   std::fprintf(stderr,
                "usage: etkit_runner --model_path M.pte [--method NAME] [--input X.npy ...] [--threads N]\n"
-               "                    [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]\n");
+               "                    [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]\n"
+               "       etkit_runner --model_path M.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]\n");
   return 2;
 }
 
@@ -65,6 +81,18 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (a == "--method") {
       if (!(v = value("--method"))) return false;
       o->method = v;
+      o->method_given = true;
+    } else if (a == "--bundled_program") {
+      o->bundled_program = true;
+    } else if (a == "--rtol" || a == "--atol") {
+      if (!(v = value(a.c_str()))) return false;
+      char* end = nullptr;
+      double x = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(x >= 0)) {
+        std::fprintf(stderr, "etkit_runner: %s takes a number >= 0, got '%s'\n", a.c_str(), v);
+        return false;
+      }
+      (a == "--rtol" ? o->rtol : o->atol) = x;
     } else if (a == "--input") {
       if (!(v = value("--input"))) return false;
       o->inputs.push_back(v);
@@ -159,6 +187,51 @@ void print_profile(const rt::Method& method) {
   }
 }
 
+/// Runs every test case of the bundled program (of `only`, when not empty); prints one line per case.
+/// Returns the exit status: 0 when every case passes, 1 otherwise.
+int run_bundled(rt::Program& program, const bp::BundledProgramView& bundle, const std::string& only, double rtol,
+                double atol) {
+  size_t passed = 0, failed = 0;
+  bool found = only.empty();
+  for (size_t s = 0; s < bundle.num_method_test_suites(); ++s) {
+    const char* name = bundle.method_name(s);
+    if (!only.empty() && only != name) continue;
+    found = true;
+    auto count = bundle.num_test_cases(name);
+    if (!count.ok()) return fail("reading the bundled program", count.error());
+    auto method = program.load_method(name);
+    if (!method.ok()) {
+      std::string what = "cannot load method '" + std::string(name) + "'";
+      return fail(what.c_str(), method.error());
+    }
+    for (size_t i = 0; i < count.get(); ++i) {
+      rt::Error e = bp::load_bundled_input(*method, bundle, i);
+      if (e == rt::Error::Ok) e = method->execute();
+      bp::VerifyReport report;
+      if (e == rt::Error::Ok) e = bp::verify_method_outputs(*method, bundle, i, rtol, atol, &report);
+      if (e == rt::Error::Ok) {
+        ++passed;
+        std::printf("%s test case %zu: PASS (largest absolute difference %.3g, output %zu)\n", name, i,
+                    report.max_abs_diff, report.max_abs_diff_output);
+      } else {
+        ++failed;
+        if (report.failed_output != SIZE_MAX) {
+          std::printf("%s test case %zu: FAIL (largest absolute difference %.9g, output %zu): %s\n", name, i,
+                      report.failed_max_abs_diff, report.failed_output, rt::last_error_message());
+        } else {
+          std::printf("%s test case %zu: FAIL (%s): %s\n", name, i, rt::error_name(e), rt::last_error_message());
+        }
+      }
+    }
+  }
+  if (!found) {
+    std::fprintf(stderr, "etkit_runner: the bundled program has no test cases for method '%s'\n", only.c_str());
+    return 1;
+  }
+  std::printf("bundled test cases: %zu passed, %zu failed (rtol %g, atol %g)\n", passed, failed, rtol, atol);
+  return failed == 0 && passed > 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,10 +261,39 @@ int main(int argc, char** argv) {
 
   auto loader = rt::MmapDataLoader::from(opt.model_path.c_str());
   if (!loader.ok()) return fail("cannot open model", loader.error());
-  auto program = rt::Program::load(&loader.get());
+  // A .bpte: check it whole, then load the program inside it (read in place from the mapping).
+  rt::FreeableBuffer bundle_bytes;
+  std::optional<bp::BundledProgramView> bundle;
+  std::unique_ptr<rt::BufferDataLoader> embedded;
+  {
+    auto size = loader->size();
+    if (!size.ok()) return fail("cannot open model", size.error());
+    auto head = loader->load(0, std::min<size_t>(size.get(), 8));
+    if (!head.ok()) return fail("cannot read model", head.error());
+    if (bp::is_bundled_program(head->data(), head->size())) {
+      auto all = loader->load(0, size.get());
+      if (!all.ok()) return fail("cannot read model", all.error());
+      bundle_bytes = std::move(all.get());
+      auto checked = bp::BundledProgramView::from(bundle_bytes.data(), bundle_bytes.size());
+      if (!checked.ok()) {
+        std::string what = "cannot read bundled program '" + opt.model_path + "'";
+        return fail(what.c_str(), checked.error());
+      }
+      bundle.emplace(checked.get());
+      embedded = std::make_unique<rt::BufferDataLoader>(bundle->program().data(), bundle->program().size());
+    } else if (opt.bundled_program) {
+      std::fprintf(stderr, "etkit_runner: --bundled_program: '%s' is not a bundled program (.bpte)\n",
+                   opt.model_path.c_str());
+      return 1;
+    }
+  }
+  auto program = embedded ? rt::Program::load(embedded.get()) : rt::Program::load(&loader.get());
   if (!program.ok()) {
     std::string what = "cannot load program '" + opt.model_path + "'";
     return fail(what.c_str(), program.error());
+  }
+  if (opt.bundled_program) {
+    return run_bundled(program.get(), *bundle, opt.method_given ? opt.method : std::string(), opt.rtol, opt.atol);
   }
   auto method = program->load_method(opt.method.c_str());
   if (!method.ok()) {

@@ -9,6 +9,9 @@ Options:
     --etkit-backend NAME       backend id (``MyBackend``) or plugin entry-point name (``mybackend``)
     --etkit-partitioner NAME   which of the backend's partitioners to use (default: its first)
     --etkit-atol / --etkit-rtol  override the tolerances against torch eager
+    --etkit-write-bpte DIR     also write each delegated case as a bundled program, DIR/<backend id>_<case>.bpte
+                               (the .pte plus its inputs and torch eager's outputs), to replay on a device with
+                               ``etkit_runner --bundled_program`` or ExecuTorch's bundled-program runner
 """
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ def pytest_addoption(parser) -> None:
                     help="partitioner of the backend to use (default: the first its BackendSpec lists)")
     group.addoption("--etkit-atol", type=float, default=None, help="absolute tolerance against torch eager")
     group.addoption("--etkit-rtol", type=float, default=None, help="relative tolerance against torch eager")
+    group.addoption("--etkit-write-bpte", metavar="DIR", default=None,
+                    help="write each delegated case as DIR/<backend id>_<case>.bpte (inputs + eager outputs) to "
+                         "replay on a device")
 
 
 def pytest_configure(config) -> None:
@@ -45,6 +51,16 @@ def pytest_collect_file(file_path, parent):
     if file_path == SUITE and parent.config.getoption("etkit_backend"):
         return pytest.Module.from_parent(parent, path=file_path)
     return None
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Without --etkit-write-bpte the bundled-program writer is deselected (not reported as 24 skips)."""
+    if not config.getoption("etkit_backend") or config.getoption("etkit_write_bpte"):
+        return
+    dropped = [item for item in items if item.name.startswith("test_bundled_program_written[")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not item.name.startswith("test_bundled_program_written[")]
 
 
 def pytest_sessionstart(session) -> None:
@@ -127,12 +143,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         tw.write_line(f"skipped: {len(skipped)}")
         for case, reason in skipped:
             tw.write_line(f"  {case}: {reason}")
+    written = [t.split("[", 1)[1].rstrip("]") for o, t, _ in reports if t.startswith("test_bundled_program_written[")
+               and o == "passed"]
+    if config.getoption("etkit_write_bpte"):
+        tw.write_line(f"bundled programs written to {config.getoption('etkit_write_bpte')}: {len(written)}: "
+                      f"{', '.join(written) or '-'}")
     failed = [(test, o) for o, test, _ in reports if o in ("failed", "error")]
     if failed:
         tw.write_line(f"FAILED: {len(failed)}: " + ", ".join(f"{t}" + (" (error)" if o == "error" else "")
                                                           for t, o in failed), red=True)
     else:
         outputs = ("test_program_matches_eager[", "test_unavailable_backend_says_why[", "test_fallback_twin_matches_eager[",
-                   "test_reference_run_matches_eager[")
+                   "test_reference_run_matches_eager[", "test_bundled_program_written[")
         contract = sum(1 for o, t, _ in reports if not t.startswith(outputs) and o == "passed")
         tw.write_line(f"contract checks passed: {contract} (tags, preprocess determinism, lifecycle, registration)")

@@ -106,6 +106,37 @@ def test_program_matches_eager(case, backend, lowered, request, tmp_path):
     _compare(backend, outputs, lowered.eager_outputs, what)
 
 
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_bundled_program_written(case, backend, lowered, request):
+    """With ``--etkit-write-bpte DIR``: the delegated case is written as DIR/<backend id>_<case>.bpte (its .pte,
+    its inputs, torch eager's outputs) and, where the backend runs, the file verifies in etkit's runtime
+    within the backend's tolerance."""
+    directory = request.config.getoption("etkit_write_bpte")
+    _require_delegated(backend, lowered)
+    from pathlib import Path
+
+    from etkit.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+    from etkit.devtools.bundled_program.core import BundledProgram
+    from etkit.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+
+    test_case = MethodTestCase(inputs=list(lowered.inputs), expected_outputs=list(lowered.eager_outputs))
+    data = serialize_from_bundled_program_to_flatbuffer(
+        BundledProgram(lowered.pte, [MethodTestSuite(method_name="forward", test_cases=[test_case])]))
+    path = Path(directory) / f"{backend.backend_id}_{case}.bpte"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if not backend.spec.is_available():
+        return  # written for a device; nothing runs it here
+    from etkit.runtime import Runtime, load_bundled_input, verify_method_outputs
+
+    method = _run(f"{case}: loading {path.name}", lambda: Runtime.get().load_program(path).load_method("forward"))
+    _run(f"{case}: loading the bundled inputs", load_bundled_input, method, data, 0)
+    _run(f"{case}: executing", method.execute)
+    atol, rtol = backend.tolerance(lowered.eager_outputs[0].dtype)
+    _run(f"{case}: verifying {path.name} (atol={atol}, rtol={rtol})",
+         lambda: verify_method_outputs(method, data, 0, rtol=rtol, atol=atol))
+
+
 # ------------------------------------------------------------------------------------------------ lower only
 # A backend that cannot run on this machine (an OS framework, an NPU) is checked in "lower only" mode:
 # everything above that needs no runtime still runs; instead of executing, loading must fail with the

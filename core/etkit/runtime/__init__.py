@@ -28,6 +28,7 @@ __all__ = [
     "set_num_threads",
     "BackendRegistry",
     "EtkitRuntimeError",
+    "load_bundled_input",
     "Method",
     "MethodMeta",
     "OperatorRegistry",
@@ -37,6 +38,7 @@ __all__ = [
     "Runtime",
     "TensorInfo",
     "Verification",
+    "verify_method_outputs",
 ]
 
 BACKEND_ABI_VERSION: int = _runtime.BACKEND_ABI_VERSION
@@ -154,6 +156,23 @@ def _numpy_input(method: str, i: int, value, info: "TensorInfo") -> tuple:
     order = tuple(info.dim_order)
     arr = np.ascontiguousarray(value.transpose(order) if order else value)
     return (info.scalar_type, list(shape), arr.reshape(-1).view(np.uint8), list(order))
+
+
+def _outputs(results: list, *, as_numpy: bool) -> list:
+    """The native outputs ((scalar type, sizes, bytes) per tensor, or scalars) as numpy arrays or torch
+    tensors; a dtype numpy lacks (bfloat16) always comes back as a torch tensor."""
+    outputs = []
+    for r in results:
+        if isinstance(r, tuple):
+            scalar_type, sizes, data = r
+            if as_numpy and scalar_type in _NUMPY_DTYPES:
+                outputs.append(data.view(_numpy_dtype_of(scalar_type)).reshape(sizes))
+            else:
+                import torch
+                outputs.append(torch.from_numpy(data).view(_dtype_of(scalar_type)).reshape(sizes))
+        else:
+            outputs.append(r)
+    return outputs
 
 
 @dataclass(frozen=True)
@@ -289,7 +308,7 @@ class Method:
             return None
         return "\n".join([reason, *_unavailable_backend_reasons(reason)])
 
-    def execute(self, inputs: Sequence[Any] = ()) -> list:
+    def execute(self, inputs: Sequence[Any] | None = None) -> list:
         """Runs the method on ``inputs``: tensors as ``torch.Tensor`` or ``numpy.ndarray``, Python scalars
         otherwise.
 
@@ -298,6 +317,9 @@ class Method:
         stay valid after the next execute) or Python scalars: ``numpy.ndarray`` when any input was a numpy
         array (torch is then never imported), ``torch.Tensor`` otherwise.
 
+        With no ``inputs`` after :func:`load_bundled_input`, runs on the test case's inputs and returns
+        ``numpy.ndarray`` outputs (``torch.Tensor`` for bfloat16, which numpy cannot hold).
+
         Raises:
             ValueError: wrong number of inputs, or an input's dtype/shape differs from the plan
                 (the message names the input, the expected and the given dtype/shape).
@@ -305,7 +327,17 @@ class Method:
         """
         import numpy as np
 
-        inputs = list(inputs)
+        bundled = getattr(self, "_bundled", None)
+        if inputs is None and bundled is not None:
+            if bundled["executed"]:
+                # An execute may reuse planned input memory for later values: set the inputs again.
+                self._native.load_bundled_input(bundled["bundle"]._native, bundled["index"],
+                                                bundled["method_name"] or "")
+            results = self._native.execute_loaded()
+            bundled["executed"] = True
+            return _outputs(results, as_numpy=True)
+        self._bundled = None
+        inputs = list(inputs or ())
         meta = self._meta
         if len(inputs) != meta.num_inputs:
             raise ValueError(
@@ -327,18 +359,7 @@ class Method:
             else:
                 native_inputs.append(_torch_input(meta.name, i, value, info))
         results = self._native.execute(native_inputs)
-        outputs = []
-        for r in results:
-            if isinstance(r, tuple):
-                scalar_type, sizes, data = r
-                if as_numpy:
-                    outputs.append(data.view(_numpy_dtype_of(scalar_type)).reshape(sizes))
-                else:
-                    import torch
-                    outputs.append(torch.from_numpy(data).view(_dtype_of(scalar_type)).reshape(sizes))
-            else:
-                outputs.append(r)
-        return outputs
+        return _outputs(results, as_numpy=as_numpy)
 
     def __call__(self, *inputs):
         return self.execute(inputs)
@@ -534,13 +555,30 @@ class Runtime:
     ) -> Program:
         """Loads a .pte from a path or from bytes.
 
+        A bundled program (.bpte, file identifier ``BP08``; see :func:`load_bundled_input`) loads the
+        program embedded in it, as ExecuTorch's C++ ``get_program_data`` does (ExecuTorch 1.5.1's Python
+        ``Runtime.load_program`` refuses a .bpte; its pybindings' ``_load_bundled_program_from_buffer``
+        takes one).
+
         Raises:
             EtkitRuntimeError: the file cannot be opened, or is not a valid program (truncated,
                 corrupted, wrong identifier); the message says which check failed.
         """
         if isinstance(data, (bytes, bytearray, memoryview)):
-            return Program(_runtime.Program.load_bytes(bytes(data), int(verification)), self)
-        return Program(_runtime.Program.load_file(os.fspath(Path(data)), int(verification)), self)
+            data = bytes(data)
+            if _runtime.BundledProgram.is_bundled_program(data):
+                from etkit.runtime.bundled import BundledProgramBuffer
+
+                bundle = BundledProgramBuffer(data)
+                return Program(_runtime.Program.load_bundled(bundle._native, int(verification), "from bytes"), self)
+            return Program(_runtime.Program.load_bytes(data, int(verification)), self)
+        path = os.fspath(Path(data))
+        if _is_bundled_file(path):
+            from etkit.runtime.bundled import BundledProgramBuffer
+
+            bundle = BundledProgramBuffer(path)
+            return Program(_runtime.Program.load_bundled(bundle._native, int(verification), repr(path)), self)
+        return Program(_runtime.Program.load_file(path, int(verification)), self)
 
     def set_backend_option(self, backend_id: str, key: str, value: int) -> None:
         """Forwards ``key=value`` (e.g. "num_threads") to one backend, or to all with ``"*"`` (also to
@@ -556,6 +594,34 @@ class Runtime:
         else:
             self._register_backends([backend_id])
         _runtime.set_backend_option(backend_id, key, int(value))
+
+
+def _is_bundled_file(path: str) -> bool:
+    """True when the file at ``path`` starts like a .bpte (identifier at bytes 4..7); False when it does
+    not or cannot be read (the program loader then reports why)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return len(head) == 8 and head[4:8] == b"BP08"
+
+
+def load_bundled_input(method: Method, bpte, test_case_index: int, method_name: str | None = None) -> None:
+    """Sets ``method``'s inputs from a bundled test case; then ``method.execute()`` runs on them.
+    See :func:`etkit.runtime.bundled.load_bundled_input` (loaded on first use)."""
+    from etkit.runtime.bundled import load_bundled_input as load
+
+    load(method, bpte, test_case_index, method_name)
+
+
+def verify_method_outputs(method: Method, bpte, test_case_index: int, rtol: float = 1e-5, atol: float = 1e-8,
+                          method_name: str | None = None) -> "etkit.runtime.bundled.VerificationReport":
+    """Checks the outputs of the last ``method.execute()`` against a bundled test case's expected outputs.
+    See :func:`etkit.runtime.bundled.verify_method_outputs` (loaded on first use)."""
+    from etkit.runtime.bundled import verify_method_outputs as verify
+
+    return verify(method, bpte, test_case_index, rtol=rtol, atol=atol, method_name=method_name)
 
 
 def _set_option_if_supported(backend_id: str, key: str, value: int) -> None:

@@ -1,0 +1,23 @@
+"""etkit's developer tools, named as ExecuTorch's ``executorch.devtools`` (seed page "Introduction to the
+ExecuTorch Developer Tools").
+
+    from etkit.devtools import BundledProgram      # or etkit.devtools.bundled_program.core
+
+Names load on first use, so importing this package costs nothing.
+"""
+import importlib
+
+_LAZY = {
+    "BundledProgram": "etkit.devtools.bundled_program.core",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'etkit.devtools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
