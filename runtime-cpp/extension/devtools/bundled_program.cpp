@@ -2,6 +2,7 @@
 // See include/etkit/extension/devtools/bundled_program.h; format: schema/bundled_program.fbs.
 //
 // Built into the core runtime library (no exceptions, no heap allocation): a .bpte is read in place.
+#include "etkit/runtime/float16.h"
 #include "etkit/extension/devtools/bundled_program.h"
 
 #include <cmath>
@@ -26,6 +27,8 @@ using runtime::StridesType;
 using runtime::Tensor;
 using runtime::kTensorDimensionLimit;
 namespace bfb = ::etkit::fb::bundled;
+using ::etkit::runtime::bf16_to_float;
+using ::etkit::runtime::half_to_float;
 
 namespace {
 
@@ -340,39 +343,6 @@ size_t offset_of(size_t i, size_t rank, const SizesType* sizes, const StridesTyp
     i /= s;
   }
   return off;
-}
-
-float half_to_float(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400u) == 0) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16_to_float(uint16_t b) {
-  uint32_t bits = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 /// The tensor's bytes; `empty` for a tensor without data (zero elements: nothing is read from it).

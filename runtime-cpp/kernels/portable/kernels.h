@@ -13,6 +13,7 @@
 
 #include "etkit/runtime/error.h"
 #include "etkit/runtime/evalue.h"
+#include "etkit/runtime/float16.h"
 #include "etkit/runtime/kernel.h"
 #include "etkit/runtime/tensor.h"
 
@@ -72,9 +73,11 @@ bool is_integral(ScalarType t);  // excludes Bool
 bool check_dtype(KernelRuntimeContext& ctx, const char* op, const Tensor& t, const char* name);
 bool check_floating(KernelRuntimeContext& ctx, const char* op, const Tensor& t, const char* name);
 
-/// IEEE binary16 bits <-> float (round to nearest even; NaN and infinities kept).
-float half_to_float(uint16_t h);
-uint16_t float_to_half(float f);
+/// float16 / bfloat16 bits <-> float (etkit/runtime/float16.h).
+using runtime::bf16_to_float;
+using runtime::float_to_bf16;
+using runtime::float_to_half;
+using runtime::half_to_float;
 
 double load_double(const void* base, ScalarType t, size_t i);
 int64_t load_int(const void* base, ScalarType t, size_t i);
