@@ -1,11 +1,17 @@
 # etkit developer entry points. Every target is idempotent and quick on a second run
 # (stamp files live in $(VENV)/, caches in ~/.cache/etkit/).
 #
-#   make demo     build everything, then run examples/demo.py
-#   make test     build everything, then run the Python tests and the C++ tests
+#   make demo       build everything, then run examples/demo.py
+#   make test       build everything, then the C++ tests and the CI lane of the Python tests (what .ci/run runs:
+#                   every test not marked slow, on $(JOBS) pytest-xdist workers)
+#   make test-all   build everything, then the C++ tests and every Python test (slow ones, the full op
+#                   conformance and the full Vulkan model sizes included)
+#   make test-sanitize  the runtime, portable kernels, runner and C++ tests built with ASan+UBSan in
+#                   build/sanitize; runs ctest there and the runner's hostile-file tests (CI runs it)
 #
 # Variables: VENV (default .venv), PYTHON3 (interpreter that makes the venv, default python3.11),
-#            PYTEST_ARGS (extra pytest arguments), NATIVE_CMAKE_ARGS (extra args for build/native).
+#            PYTEST_ARGS (extra pytest arguments), NATIVE_CMAKE_ARGS (extra args for build/native),
+#            JOBS (build jobs and pytest workers, default 2).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -42,10 +48,10 @@ VULKAN_NATIVE_SRCS := $(wildcard plugins/vulkan/pyproject.toml plugins/vulkan/CM
 QNN_NATIVE_SRCS := $(wildcard plugins/qnn/pyproject.toml plugins/qnn/CMakeLists.txt) \
   $(shell find plugins/qnn/runtime plugins/qnn/schema plugins/qnn/cmake -type f 2>/dev/null)
 
-.PHONY: venv system xnnpack tokenizers install native test demo oracle clean help
+.PHONY: venv system xnnpack tokenizers install native test test-all test-sanitize demo oracle clean help
 
 help:
-	@sed -n '1,12p' Makefile
+	@sed -n '1,18p' Makefile
 
 # ---- Python environment ---------------------------------------------------------------------------
 venv: $(VENV)/.stamp-venv
@@ -165,15 +171,46 @@ TEST_PATHS := $(wildcard tests plugins/xnnpack/tests plugins/coreml/tests plugin
 
 # ctest runs first and pytest last, so the last line printed is pytest's summary; both always run.
 # XNNPACK runs on 1 thread unless a test asks for more (etkit.runtime.set_num_threads; default 1).
+# The lanes (--lane) and markers are defined in conftest.py; --durations shows what the lane's time goes to.
+define run_tests
+@rc=0; \
+ if [[ -f $(NATIVE_DIR)/CTestTestfile.cmake ]]; then \
+   $(VENV)/bin/ctest --test-dir $(NATIVE_DIR) --output-on-failure || rc=1; \
+ fi; \
+ prc=0; $(1) $(PY) -m pytest -q -n $(JOBS) --dist loadfile --durations=15 --lane $(2) $(PYTEST_ARGS) $(TEST_PATHS) || prc=$$?; \
+ if [[ $$prc -eq 5 ]]; then echo "make: pytest collected no tests: a run that tests nothing fails" >&2; fi; \
+ if [[ $$rc -ne 0 ]]; then echo "make: C++ tests (ctest) failed" >&2; fi; \
+ if [[ $$rc -ne 0 || $$prc -ne 0 ]]; then exit 1; fi
+endef
+
 test: venv system xnnpack install native
-	@rc=0; \
-	 if [[ -f $(NATIVE_DIR)/CTestTestfile.cmake ]]; then \
-	   $(VENV)/bin/ctest --test-dir $(NATIVE_DIR) --output-on-failure || rc=1; \
-	 fi; \
-	 prc=0; $(PY) -m pytest -q $(PYTEST_ARGS) $(TEST_PATHS) || prc=$$?; \
-	 if [[ $$prc -eq 5 ]]; then echo "make: pytest collected no tests: a run that tests nothing fails" >&2; fi; \
-	 if [[ $$rc -ne 0 ]]; then echo "make: C++ tests (ctest) failed" >&2; fi; \
-	 if [[ $$rc -ne 0 || $$prc -ne 0 ]]; then exit 1; fi
+	$(call run_tests,,ci)
+
+test-all: venv system xnnpack install native
+	$(call run_tests,ETKIT_OPS_FULL=1 ETKIT_VULKAN_FULL=1,all)
+
+# ---- the runtime under AddressSanitizer + UndefinedBehaviorSanitizer --------------------------------
+# Portable kernels only (no delegate libraries: theirs are not built with the sanitizers); no vptr check, as
+# the runtime is built without RTTI. A sanitizer
+# report exits with 99, which no test accepts as a refusal; leak checking is on.
+SANITIZE_DIR := build/sanitize
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all -fno-omit-frame-pointer
+SANITIZE_TESTS := tests/runtime/test_load_errors.py tests/runtime/test_hostile_programs.py tests/runtime/test_et_programs.py \
+  tests/devtools/test_bundled_runner.py
+export ASAN_OPTIONS := exitcode=99:detect_leaks=1:abort_on_error=0:allocator_may_return_null=1
+export UBSAN_OPTIONS := exitcode=99:print_stacktrace=1:halt_on_error=1
+
+test-sanitize: venv system install
+	@if [[ ! -f $(SANITIZE_DIR)/build.ninja ]]; then \
+	  $(VENV)/bin/cmake -S runtime-cpp -B $(SANITIZE_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
+	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PY)) \
+	    -DCMAKE_C_FLAGS="$(SANITIZE_FLAGS)" -DCMAKE_CXX_FLAGS="$(SANITIZE_FLAGS)" \
+	    -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZE_FLAGS)" -DETKIT_BUILD_RUNNER=ON -DETKIT_BUILD_TESTS=ON; \
+	fi
+	flock $(LOCK) $(VENV)/bin/cmake --build $(SANITIZE_DIR) -j $(JOBS)
+	$(VENV)/bin/ctest --test-dir $(SANITIZE_DIR) --output-on-failure
+	ETKIT_RUNNER=$(abspath $(SANITIZE_DIR))/runner/etkit_runner $(PY) -m pytest -q -n $(JOBS) -k runner \
+	  $(PYTEST_ARGS) $(SANITIZE_TESTS)
 
 demo: venv system xnnpack install native
 	$(PY) examples/demo.py

@@ -484,6 +484,10 @@ NB_MODULE(_runtime, m) {
       nb::arg("num_threads"), "Threads of the runtime's own kernels (threadpool.h), the calling thread included.");
   m.def("kernel_threads", [] { return rt::kernel_threads(); });
   m.def(
+      "set_memory_limit", [](uint64_t bytes) { rt::set_memory_limit(bytes); }, nb::arg("bytes"),
+      "Bytes one Method may claim (program file + planned buffers) for methods loaded from now on; 0: the RAM.");
+  m.def("memory_limit", [] { return rt::memory_limit(); });
+  m.def(
       "_register_probe_backend",
       [](uint32_t abi_version, const std::string& backend_id) {
         int code = etkit_register_backend(abi_version, backend_id.c_str(), &g_probe_backend);

@@ -3,6 +3,7 @@
 //
 //   etkit_runner --model_path m.pte [--method forward] [--input a.npy ...] [--threads N]
 //                [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]
+//                [--memory_limit BYTES]
 //   etkit_runner --model_path m.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]
 //
 // A bundled program (.bpte, schema/bundled_program.fbs) given as --model_path runs the program inside it
@@ -11,6 +12,8 @@
 // largest absolute difference from the expected outputs (|expected - actual| <= atol + rtol * |actual|;
 // defaults ExecuTorch's: rtol 1e-5, atol 1e-8); the exit status is 1 when any case fails.
 //
+// --memory_limit refuses a method whose program file plus planned buffers exceed BYTES (default: the
+// machine's RAM; etkit::runtime::set_memory_limit).
 // --profile prints the timed events of the last iteration (method, kernels, delegate calls and the
 // delegates' own events, e.g. one per GPU dispatch) as a table sorted by start time.
 // Inputs: one .npy per method input (dtype and shape must match the plan), else all-ones tensors
@@ -44,6 +47,7 @@ struct Options {
   std::string method = "forward";
   std::vector<std::string> inputs;
   int threads = 0;
+  unsigned long long memory_limit = 0;  // bytes; 0: the machine's RAM
   int iterations = 10;
   bool random = false;
   bool list_backends = false;
@@ -60,6 +64,7 @@ int usage(const char* msg) {
   std::fprintf(stderr,
                "usage: etkit_runner --model_path M.pte [--method NAME] [--input X.npy ...] [--threads N]\n"
                "                    [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]\n"
+               "                    [--memory_limit BYTES]\n"
                "       etkit_runner --model_path M.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]\n");
   return 2;
 }
@@ -99,6 +104,15 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (a == "--threads") {
       if (!(v = value("--threads"))) return false;
       o->threads = std::atoi(v);
+    } else if (a == "--memory_limit") {
+      if (!(v = value("--memory_limit"))) return false;
+      char* end = nullptr;
+      unsigned long long bytes = std::strtoull(v, &end, 10);
+      if (end == v || *end != '\0' || bytes == 0 || v[0] == '-') {
+        std::fprintf(stderr, "etkit_runner: --memory_limit takes a number of bytes > 0, got '%s'\n", v);
+        return false;
+      }
+      o->memory_limit = bytes;
     } else if (a == "--iterations") {
       if (!(v = value("--iterations"))) return false;
       o->iterations = std::max(1, std::atoi(v));
@@ -250,6 +264,7 @@ int main(int argc, char** argv) {
     if (opt.model_path.empty()) return 0;
   }
   if (opt.model_path.empty()) return usage("--model_path is required");
+  if (opt.memory_limit > 0) rt::set_memory_limit(opt.memory_limit);
   if (opt.threads > 0) {
     rt::Error e = rt::set_kernel_threads(static_cast<size_t>(opt.threads));
     if (e != rt::Error::Ok) return fail("setting the kernels' threads", e);

@@ -3,11 +3,15 @@
 #include "etkit/runtime/method.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+#if __has_include(<unistd.h>)
+#include <unistd.h>  // sysconf: the machine's RAM, the bound on planned memory
+#endif
 
 #include "etkit/runtime/backend_interface.h"
 #include "etkit/runtime/kernel.h"
@@ -103,6 +107,18 @@ class MethodState {
 };
 
 namespace {
+/// The machine's RAM in bytes (sysconf), or 2^40 where the platform cannot say.
+uint64_t physical_memory_bytes() {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+#endif
+  return uint64_t(1) << 40;
+}
+
+std::atomic<uint64_t> g_memory_limit{0};
+
 Error bad_value(size_t i, const char* what) {
   return set_error(Error::InvalidProgram, "value %zu: %s (the program is corrupted)", i, what);
 }
@@ -132,13 +148,19 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
   }
   bool seen[kTensorDimensionLimit] = {false};
   uint64_t numel = 1;
+  uint64_t stride_extent = 1;
   for (size_t d = 0; d < dim; ++d) {
     int32_t s = t->sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
     uint8_t o = t->dim_order()->Get(static_cast<flatbuffers::uoffset_t>(d));
     if (s < 0) return bad_value(i, "negative tensor size");
-    // Strides are int32 (as in ExecuTorch): a tensor must have fewer than 2^31 elements.
+    // Strides are int32 (as in ExecuTorch): a tensor must have fewer than 2^31 elements, and so must the
+    // product of its nonzero sizes (the outermost stride; a size-0 dimension makes numel 0 but not the strides).
     if (__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel) || numel >= (uint64_t(1) << 31)) {
       return bad_value(i, "tensor has 2^31 or more elements");
+    }
+    if (__builtin_mul_overflow(stride_extent, static_cast<uint64_t>(s > 0 ? s : 1), &stride_extent) ||
+        stride_extent >= (uint64_t(1) << 31)) {
+      return bad_value(i, "tensor strides reach 2^31 (the product of its nonzero sizes is too large)");
     }
     if (o >= dim || seen[o]) return bad_value(i, "dim_order is not a permutation of the dimensions");
     seen[o] = true;
@@ -184,6 +206,15 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
                        "not load yet",
                        i, fqn);
     }
+  }
+  // Kernels read the data through typed pointers: an element at an address that is not a multiple of its size
+  // is undefined behaviour in C++ (and a fault on some cores). Constant segments and planned buffers are
+  // loaded aligned (Program::load, load_plan), so only an offset in the program can misalign it.
+  if (data != nullptr && reinterpret_cast<uintptr_t>(data) % tensor->element_size() != 0) {
+    return set_error(Error::InvalidProgram,
+                     "value %zu: tensor data is not aligned to its %zu-byte elements (its offset in the program is "
+                     "not a multiple of the element size; the program is corrupted)",
+                     i, tensor->element_size());
   }
   tensor->set_data(data);
   values[i] = EValue(tensor);
@@ -720,12 +751,34 @@ Result<Method> Program::load_plan(const char* method_name) const {
   size_t num_buffers = buffer_sizes == nullptr ? 0 : buffer_sizes->size();
   s->planned_buffers.assign(num_buffers, nullptr);
   s->planned_allocations.assign(num_buffers, nullptr);
+  uint64_t planned_total = 0;
+  size_t largest = 0;
   for (size_t i = 1; i < num_buffers; ++i) {
     int64_t size = buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (size < 0 || static_cast<uint64_t>(size) > (uint64_t(1) << 40)) {
       return set_error(Error::InvalidProgram, "method '%s': planned buffer %zu has invalid size %lld", s->name, i,
                        (long long)size);
     }
+    planned_total += static_cast<uint64_t>(size);
+    if (largest == 0 || size > buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(largest))) largest = i;
+  }
+  // Refused before any allocation: a program (hostile or not) that claims more memory than it may use gets a
+  // precise error rather than an allocator that overcommits, aborts or returns null, or the OOM killer.
+  const uint64_t set_limit = memory_limit();
+  const uint64_t limit = set_limit != 0 ? set_limit : physical_memory_bytes();
+  const uint64_t file = static_cast<uint64_t>(data_->file_size);
+  if (planned_total + file > limit) {
+    return set_error(Error::MemoryAllocationFailed,
+                     "method '%s' needs %llu bytes: the %llu-byte program file plus %llu bytes of planned buffers "
+                     "(the largest, buffer %zu, %lld bytes), more than %s of %llu bytes",
+                     s->name, (unsigned long long)(planned_total + file), (unsigned long long)file,
+                     (unsigned long long)planned_total, largest,
+                     largest == 0 ? 0LL : (long long)buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(largest)),
+                     set_limit != 0 ? "the memory limit (set_memory_limit)" : "this machine's RAM",
+                     (unsigned long long)limit);
+  }
+  for (size_t i = 1; i < num_buffers; ++i) {
+    int64_t size = buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
     // calloc: zeroed memory whose pages (for a large buffer, fresh from the kernel) become resident only
     // when first written; aligned to 64 bytes by hand.
     void* buf = std::calloc(static_cast<size_t>(size) + 128, 1);
@@ -747,6 +800,9 @@ Result<Method> Program::load_plan(const char* method_name) const {
   ETKIT_CHECK_OK(s->parse_instructions());
   return Method(std::move(s));
 }
+
+void set_memory_limit(uint64_t bytes) { g_memory_limit.store(bytes, std::memory_order_relaxed); }
+uint64_t memory_limit() { return g_memory_limit.load(std::memory_order_relaxed); }
 
 // ---------------------------------------------------------------- Method
 

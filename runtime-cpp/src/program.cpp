@@ -227,6 +227,17 @@ Result<Program> Program::load(DataLoader* loader, Verification verification) {
   if (const fb::SubsegmentOffsets* cs = p->constant_segment()) {
     if (cs->offsets() != nullptr && cs->offsets()->size() > 0) {
       ETKIT_TRY(d->constant_segment, d->load_segment(cs->segment_index()));
+      if (reinterpret_cast<uintptr_t>(d->constant_segment.data()) % kProgramAlignment != 0) {
+        // A buffer handed in at an odd address: constants are read through typed pointers, so copy them to
+        // aligned memory (method loading refuses a constant whose offset misaligns it).
+        const size_t n = d->constant_segment.size();
+        void* copy = nullptr;
+        if (::posix_memalign(&copy, kProgramAlignment, n > 0 ? n : 1) != 0 || copy == nullptr) {
+          return set_error(Error::MemoryAllocationFailed, "cannot allocate %zu bytes for the constant segment", n);
+        }
+        if (n > 0) std::memcpy(copy, d->constant_segment.data(), n);
+        d->constant_segment = FreeableBuffer(copy, n, free_aligned);
+      }
       for (size_t i = 0; i < cs->offsets()->size(); ++i) {
         if (cs->offsets()->Get(static_cast<flatbuffers::uoffset_t>(i)) > d->constant_segment.size()) {
           return set_error(Error::InvalidProgram,

@@ -75,6 +75,21 @@ int main() {
   CHECK(try_run(wrong) == rt::Error::InvalidProgram);
   CHECK(std::strstr(rt::last_error_message(), "XX99") != nullptr);
 
+  // A resize to an empty shape whose nonzero sizes multiply past 2^31 would overflow the int32 strides.
+  {
+    rt::SizesType sizes[3] = {1, 2, 3};
+    rt::DimOrderType order[3] = {0, 1, 2};
+    rt::StridesType strides[3] = {0, 0, 0};
+    float data[6] = {0};
+    rt::Tensor t(rt::ScalarType::Float, 3, sizes, data, order, strides, rt::TensorShapeDynamism::DYNAMIC_BOUND);
+    const rt::SizesType overflowing[3] = {0, 65536, 65536};
+    CHECK(t.resize(rt::Span<const rt::SizesType>(overflowing, 3)) == rt::Error::InvalidArgument);
+    CHECK(std::strstr(rt::last_error_message(), "int32 strides") != nullptr);
+    CHECK(sizes[1] == 2 && strides[0] == 6);  // unchanged
+    const rt::SizesType empty[3] = {0, 2, 3};
+    CHECK(t.resize(rt::Span<const rt::SizesType>(empty, 3)) == rt::Error::Ok && t.numel() == 0);
+  }
+
   std::printf("%d passed, %d failed\n", failures == 0 ? 1 : 0, failures == 0 ? 0 : 1);
   return failures == 0 ? 0 : 1;
 }

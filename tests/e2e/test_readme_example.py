@@ -63,3 +63,18 @@ def test_readme_weights_cache_example_runs(tmp_path, monkeypatch):
     scope = {"__name__": "readme_example"}
     exec(compile(_block("weights_cache_stats()"), str(README), "exec"), scope)  # asserts no repacking itself
     assert scope["weights_cache_stats"]()["reuses"] >= 2, "the second load should have reused both linears"
+
+
+def test_readme_memory_limit_example_prints_what_it_says(capsys):
+    """The memory-limit example, run after the example that makes its ``pte``: the refusal it prints carries
+    the sizes the README quotes in its comment."""
+    scope = {"__name__": "readme_example"}
+    exec(compile(_block("weights_cache_stats()"), str(README), "exec"), scope)
+    block = _block("set_memory_limit(100)")
+    capsys.readouterr()
+    exec(compile(block, str(README), "exec"), scope)
+    printed = capsys.readouterr().out
+    quoted = re.search(r"# \.\.\. (needs \d+ bytes: the \d+-byte program file plus \d+ bytes of planned)", block)
+    assert quoted and quoted.group(1) in printed, printed
+    from etkit import _runtime
+    assert _runtime.memory_limit() == 0   # the example restores the default

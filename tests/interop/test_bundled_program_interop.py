@@ -20,6 +20,8 @@ from etkit.runtime.bundled import BundledProgramBuffer, BundledVerificationError
 from . import bundled_models
 from ..devtools import bundling
 
+pytestmark = pytest.mark.oracle
+
 pytest.importorskip("etkit_xnnpack")
 
 SCRIPT = Path(__file__).parent / "oracle_scripts" / "et_bundled.py"

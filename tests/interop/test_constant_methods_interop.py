@@ -8,6 +8,8 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+pytestmark = pytest.mark.oracle
+
 runtime = pytest.importorskip("etkit.runtime")
 
 SCRIPTS = Path(__file__).parent / "oracle_scripts"

@@ -36,6 +36,8 @@ import torch
 
 from . import models
 
+pytestmark = pytest.mark.oracle
+
 runtime = pytest.importorskip("etkit.runtime")
 
 SCRIPTS = Path(__file__).parent / "oracle_scripts"

@@ -5,12 +5,15 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import pytest
 import torch
 
 import etkit
 from etkit.runtime import Runtime
 
 from ..e2e.test_mutable_buffers import RunningMean
+
+pytestmark = pytest.mark.oracle
 
 SCRIPTS = Path(__file__).parent / "oracle_scripts"
 

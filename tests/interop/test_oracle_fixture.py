@@ -1,6 +1,10 @@
 """The ExecuTorch oracle runs in its own process, from its own directory, and cannot import etkit."""
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.oracle
+
 PROBE = Path(__file__).parent / "oracle_scripts" / "import_probe.py"
 
 

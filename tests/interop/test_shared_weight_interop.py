@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.oracle
+
 runtime = pytest.importorskip("etkit.runtime")
 etkit_xnnpack = pytest.importorskip("etkit_xnnpack")
 

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from etkit.llm import LlmConfig, Tokenizer, export_llm
@@ -53,6 +54,7 @@ def _torchao_reference(model, algorithm: str = "hqq_scale_only"):
     return quantized
 
 
+@pytest.mark.slow
 def test_8da4w_perplexity(smollm2, tmp_path):
     model, tokenizer_path = smollm2
     ids = Tokenizer(tokenizer_path).encode(PASSAGE.read_text())[:TOKENS]

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import smollm2_gguf
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
@@ -19,6 +21,7 @@ def _section() -> str:
     return text[start:text.index("\n### ", start + 1)]
 
 
+@pytest.mark.slow
 def test_readme_llm_commands_run(tmp_path):
     blocks = re.findall(r"```\n(.*?)```", _section(), re.S)
     assert len(blocks) == 1 and "etkit llm export" in blocks[0], "README's LLMs section lost its commands"
@@ -29,6 +32,7 @@ def test_readme_llm_commands_run(tmp_path):
     assert "Paris" in run.stdout and "decode" in run.stderr and (tmp_path / "smollm2" / "tokenizer.json").exists()
 
 
+@pytest.mark.slow
 def test_readme_llm_python_example_runs(tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", _section(), re.S)
     assert len(blocks) == 1, "README's LLMs section should have one python example"

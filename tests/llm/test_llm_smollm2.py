@@ -45,6 +45,7 @@ def test_fp32_greedy_tokens_equal_transformers(smollm2, smollm2_program):
             f"{prompt!r}: first difference at token {next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)}"
 
 
+@pytest.mark.slow
 def test_cpp_runner_greedy_tokens_equal_transformers(smollm2, smollm2_program, llm_runner):
     model, tokenizer_path = smollm2
     tokenizer = Tokenizer(tokenizer_path)
@@ -67,6 +68,7 @@ def test_text_generation_with_the_chat_template(smollm2, smollm2_program):
     assert stats.prompt_tokens > 10 and stats.time_to_first_token_ms > 0 and stats.decode_tokens_per_s > 0
 
 
+@pytest.mark.slow
 def test_cli_export_and_generate(tmp_path):
     """`etkit llm export` from the GGUF file writes the .pte and tokenizer.json; `etkit llm generate` streams
     the text and prints the stats line."""

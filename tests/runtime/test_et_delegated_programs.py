@@ -12,6 +12,8 @@ import torch
 
 from etkit.runtime import Runtime
 
+pytestmark = pytest.mark.oracle
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BACKEND = "XnnpackBackend"
 SAMPLES = ["mlp_xnnpack", "mobilenet_v2_xnnpack"]

@@ -12,6 +12,8 @@ import torch
 
 from etkit.runtime import Runtime
 
+pytestmark = pytest.mark.oracle
+
 SAMPLES = ["add", "mlp", "elementwise", "reductions", "convnet", "shape_ops", "dynamic", "vision"]
 
 

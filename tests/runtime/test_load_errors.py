@@ -12,6 +12,8 @@ import torch
 
 from etkit.runtime import EtkitRuntimeError, Runtime
 
+pytestmark = pytest.mark.oracle
+
 
 def _program_bytes(et_programs, name="mlp") -> bytes:
     return (et_programs / f"{name}.pte").read_bytes()

@@ -21,6 +21,8 @@ from etkit.serialize.inspect import format_program
 from ..interop.oracle import OracleError, oracle_dir, run_in_oracle
 from .sample_programs import make_contents
 
+pytestmark = pytest.mark.oracle
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).parent / "oracle_scripts"
 SAMPLES = ["add_portable", "mlp_portable", "mlp_xnnpack"]

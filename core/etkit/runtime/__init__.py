@@ -25,6 +25,7 @@ from etkit import _runtime
 from etkit._runtime import EtkitRuntimeError
 
 __all__ = [
+    "set_memory_limit",
     "set_num_threads",
     "BackendRegistry",
     "EtkitRuntimeError",
@@ -630,6 +631,22 @@ def _set_option_if_supported(backend_id: str, key: str, value: int) -> None:
     except EtkitRuntimeError as exc:
         if "NotSupported" not in str(exc) and "not supported" not in str(exc):
             raise
+
+
+def set_memory_limit(num_bytes: int | None) -> None:
+    """Bound the memory one ``Method`` may claim, process-wide, for methods loaded from now on: the program
+    file's size plus the method's planned buffers (``non_const_buffer_sizes``), in bytes. ``None`` restores
+    the default, the machine's RAM. ``load_method`` checks it before allocating anything, so a program that
+    claims too much (a crafted one declaring a terabyte buffer, or a model too big for the device) gets an
+    ``EtkitRuntimeError`` naming its largest buffer and the sizes instead of the OOM killer.
+    ``etkit_runner --memory_limit BYTES`` is the native equivalent.
+
+    Raises:
+        ValueError: ``num_bytes`` < 1.
+    """
+    if num_bytes is not None and int(num_bytes) < 1:
+        raise ValueError(f"num_bytes must be >= 1 (or None for the machine's RAM), got {num_bytes}")
+    _runtime.set_memory_limit(0 if num_bytes is None else int(num_bytes))
 
 
 def set_num_threads(num_threads: int) -> None:

@@ -15,6 +15,8 @@ from etkit_coreml.payload import inmemoryfs
 
 from tests.interop.oracle import run_in_oracle
 
+pytestmark = pytest.mark.oracle
+
 ORACLE_SCRIPT = Path(__file__).parent / "oracle_scripts" / "et_coreml.py"
 
 

@@ -269,6 +269,7 @@ def oracle_run(tmp_path_factory):
     return {"work": work, "chain": chain, "full": full}
 
 
+@pytest.mark.oracle
 def test_oracle_bytes_identical_when_order_is_forced(oracle_run):
     native = (oracle_run["work"] / "chain.bin").read_bytes()
     assert imfs.flatten_directory(oracle_run["chain"]) == native
@@ -276,6 +277,7 @@ def test_oracle_bytes_identical_when_order_is_forced(oracle_run):
     assert imfs.read_files(native) == {"a/b/c.bin": bytes(range(256)) * 4}
 
 
+@pytest.mark.oracle
 def test_oracle_payload_reads_and_reencodes_identically(oracle_run):
     native = (oracle_run["work"] / "full.bin").read_bytes()
     assert imfs.read_root_name(native) == "lowered_module"
@@ -289,6 +291,7 @@ def test_oracle_payload_reads_and_reencodes_identically(oracle_run):
     assert _tree_on_disk(out / "lowered_module") == _tree_on_disk(oracle_run["full"])
 
 
+@pytest.mark.oracle
 def test_oracle_reads_our_payloads(oracle_run):
     work = oracle_run["work"]
     assert _tree_on_disk(work / "ours_full" / "lowered_module") == _tree_on_disk(oracle_run["full"])

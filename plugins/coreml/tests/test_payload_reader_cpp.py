@@ -16,6 +16,8 @@ from coreml_helpers import delegates, lower
 from etkit_coreml import CoreMLPartitioner
 from etkit_coreml.payload import inmemoryfs
 
+pytestmark = pytest.mark.sanitize
+
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
 
 

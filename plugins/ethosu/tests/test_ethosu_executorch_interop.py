@@ -20,6 +20,8 @@ from etkit_ethosu.reference import delegate_tosa, run_tosa
 
 from tests.interop.oracle import run_in_oracle
 
+pytestmark = pytest.mark.oracle
+
 ORACLE_SCRIPT = Path(__file__).parent / "oracle_scripts" / "et_ethosu.py"
 TARGET = "ethos-u55-128"
 

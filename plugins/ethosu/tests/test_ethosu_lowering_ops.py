@@ -13,6 +13,8 @@ from torch import nn
 from ethosu_helpers import delegate_lsb_differences, lower, output_steps
 from etkit_ethosu import run_on_tosa_reference
 
+pytestmark = pytest.mark.device_sim
+
 F = nn.functional
 
 

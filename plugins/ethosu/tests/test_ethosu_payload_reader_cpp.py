@@ -26,6 +26,8 @@ import pytest
 
 from etkit_ethosu.payload import PayloadError, VelaIO, VelaPayload, pack, unpack
 
+pytestmark = pytest.mark.sanitize
+
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CXXFLAGS = ["-std=c++17", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",

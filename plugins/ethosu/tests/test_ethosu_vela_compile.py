@@ -379,6 +379,7 @@ def executorch_payloads(tmp_path_factory, conv_graph, stack_tosa):
     return info, graphs, payloads
 
 
+@pytest.mark.oracle
 def test_executorch_oracle_ran_its_own_arm_vela_with_our_vela(executorch_payloads):
     info, _, _ = executorch_payloads
     assert info["executorch"] == "1.5.1"

@@ -35,6 +35,8 @@ from etkit_ethosu.plugin import BACKEND_ID, UNAVAILABLE_REASON
 import ethosu.vela  # noqa: F401,E402  (installed with the plugin; a missing Vela fails, never skips)
 import tosa_reference_model  # noqa: F401,E402
 
+pytestmark = pytest.mark.device_sim
+
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

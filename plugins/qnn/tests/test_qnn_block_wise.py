@@ -14,6 +14,8 @@ import torch
 from etkit_qnn.quantizer import QnnQuantizer, QuantDtype, quantize_for_qnn
 from qnn_helpers import lower, output_step, run
 
+pytestmark = pytest.mark.device_sim
+
 
 @pytest.fixture(scope="module")
 def uneven_linear():

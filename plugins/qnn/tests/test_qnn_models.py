@@ -33,6 +33,8 @@ from qnn_helpers import lower, output_step, reference, run
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
 from example_models import calibrated_mobilenet_v2, minilm  # noqa: E402
 
+pytestmark = pytest.mark.device_sim
+
 cos = torch.nn.functional.cosine_similarity
 
 
@@ -90,6 +92,7 @@ def sentence_model():
     return model, inputs
 
 
+@pytest.mark.slow
 def test_minilm_fp16(sentence_model):
     model, inputs = sentence_model
     edge = lower(model, inputs, fp16=True)
@@ -113,6 +116,7 @@ def _minilm_quantized(sentence_model, scheme: str) -> tuple:
     return steps, float(cos(out.flatten(), expected.flatten(), dim=0))
 
 
+@pytest.mark.slow
 def test_minilm_8a8w(sentence_model):
     _, cosine = _minilm_quantized(sentence_model, "8a8w")
     assert cosine >= 0.85, cosine

@@ -22,6 +22,8 @@ from torch import nn
 
 from qnn_helpers import lower, output_step, reference, run
 
+pytestmark = pytest.mark.device_sim
+
 F = nn.functional
 
 

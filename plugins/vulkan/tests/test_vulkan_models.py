@@ -16,6 +16,8 @@ import torchvision
 
 from vulkan_helpers import FP16_TOL, FP32_TOL, assert_close, load, lower
 
+pytestmark = pytest.mark.device_sim
+
 FULL = os.environ.get("ETKIT_VULKAN_FULL") == "1"
 SIDE = 224 if FULL else 96
 

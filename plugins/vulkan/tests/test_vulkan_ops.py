@@ -10,6 +10,8 @@ from torch import nn
 from etkit_vulkan.op_support import BY_TARGET
 from vulkan_helpers import FP16_TOL, FP32_TOL, run_and_compare
 
+pytestmark = pytest.mark.device_sim
+
 aten = torch.ops.aten
 F = nn.functional
 

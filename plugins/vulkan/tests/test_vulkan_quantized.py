@@ -19,6 +19,8 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from etkit_vulkan.quantizer import VulkanQuantizer, get_symmetric_quantization_config
 from vulkan_helpers import FP32_TOL, assert_close, load, lower
 
+pytestmark = pytest.mark.device_sim
+
 
 def mlp() -> torch.nn.Module:
     torch.manual_seed(0)

@@ -29,6 +29,7 @@ def executorch_programs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["linear_add_relu", "small_cnn", "mobilenet_v2"])
+@pytest.mark.oracle
 def test_executorchs_vulkan_programs_run_on_etkit(executorch_programs, name):
     """Same VkGraph format and op conventions (including ExecuTorch's fused et_vk.conv_with_clamp and
     et_vk.prepack): ExecuTorch 1.5.1's VulkanPartitioner output runs here and matches eager."""

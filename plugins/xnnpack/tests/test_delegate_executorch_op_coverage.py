@@ -156,6 +156,8 @@ if __name__ == "__main__":  # run by the oracle
 # ------------------------------------------------------------------------------------- pytest side
 import pytest  # noqa: E402
 
+pytestmark = pytest.mark.oracle
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 

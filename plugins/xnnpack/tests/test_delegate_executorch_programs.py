@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.oracle
+
 runtime = pytest.importorskip("etkit.runtime")
 pytest.importorskip("etkit_xnnpack._delegate", reason="etkit-xnnpack's native module is not built")
 

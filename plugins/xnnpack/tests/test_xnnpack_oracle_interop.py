@@ -15,7 +15,7 @@ from helpers import lower, lowered_modules, node_kind_names, parse_payload
 from oracle_models import BUILDERS
 from oracle_runner import oracle_pythonpath, run_model_with_payload, run_payloads
 
-pytestmark = [requires_fb]
+pytestmark = [requires_fb, pytest.mark.oracle]
 
 
 @pytest.fixture(scope="module", autouse=True)

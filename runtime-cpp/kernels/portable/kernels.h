@@ -57,6 +57,11 @@ bool int_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size
 /// Int list; a None EValue gives an empty span with *is_none = true (if is_none is given).
 bool int_list_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,
                   Span<const int64_t>* out, bool* is_none = nullptr);
+/// A shape given as an int list (view_copy's size, full's size, ...), copied to `sizes`: at most
+/// kTensorDimensionLimit entries, each in [0, 2^31), or -1 where `allow_minus_one` (kept as -1). Fails with
+/// InvalidArgument naming the entry: the values come from the program, so they are untrusted.
+bool shape_list(KernelRuntimeContext& ctx, const char* op, Span<const int64_t> list, const char* name,
+                SizesType* sizes, bool allow_minus_one = false);
 bool bool_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, bool* out);
 /// String or None (nullptr, size 0).
 bool string_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,

@@ -355,8 +355,7 @@ bool random_fill(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args
   Tensor* out = tensor_arg(ctx, name, args, 1, "out");
   if (!out || !check_floating(ctx, name, *out, "out")) return false;
   SizesType s[kMaxDim];
-  if (size.size() > kMaxDim) return fail(ctx, Error::InvalidArgument, "%s: rank %zu is too large", name, size.size());
-  for (size_t d = 0; d < size.size(); ++d) s[d] = static_cast<SizesType>(size[d]);
+  if (!shape_list(ctx, name, size, "size", s)) return false;
   if (!resize_out(ctx, name, *out, s, size.size())) return false;
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::normal_distribution<double> g(0.0, 1.0);

@@ -511,14 +511,26 @@ void as_strided_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   View v;
   v.dim = size.size();
   v.offset = storage_offset;
+  if (!shape_list(ctx, name, size, "size", v.sizes)) return;
+  // As in torch.as_strided: strides are not negative. The furthest element is checked against the storage
+  // with overflow-checked arithmetic (sizes, strides and the offset come from the program).
   int64_t max_off = storage_offset;
+  bool overflow = false;
   for (size_t d = 0; d < v.dim; ++d) {
-    v.sizes[d] = static_cast<SizesType>(size[d]);
+    if (stride[d] < 0) {
+      fail(ctx, Error::InvalidArgument, "%s: stride[%zu] is %lld; negative strides are not supported", name, d,
+           (long long)stride[d]);
+      return;
+    }
     v.strides[d] = stride[d];
     if (size[d] == 0) max_off = -1;
-    if (max_off >= 0) max_off += (size[d] - 1) * stride[d];
+    int64_t step = 0;
+    if (max_off >= 0 && (__builtin_mul_overflow(size[d] - 1, stride[d], &step) ||
+                         __builtin_add_overflow(max_off, step, &max_off))) {
+      overflow = true;
+    }
   }
-  if (max_off >= static_cast<int64_t>(self->numel()) || storage_offset < 0) {
+  if (overflow || max_off >= static_cast<int64_t>(self->numel()) || storage_offset < 0) {
     fail(ctx, Error::InvalidArgument, "%s: the view reaches element %lld of a %zu-element storage", name,
          (long long)max_off, self->numel());
     return;
@@ -565,12 +577,8 @@ namespace {
 bool resize_to_list(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, Tensor& out) {
   Span<const int64_t> size;
   if (!int_list_arg(ctx, name, args, i, "size", &size)) return false;
-  if (size.size() > kMaxDim) return fail(ctx, Error::InvalidArgument, "%s: rank %zu is too large", name, size.size());
   SizesType s[kMaxDim];
-  for (size_t d = 0; d < size.size(); ++d) {
-    if (size[d] < 0) return fail(ctx, Error::InvalidArgument, "%s: negative size %lld", name, (long long)size[d]);
-    s[d] = static_cast<SizesType>(size[d]);
-  }
+  if (!shape_list(ctx, name, size, "size", s)) return false;
   return resize_out(ctx, name, out, s, size.size());
 }
 }  // namespace

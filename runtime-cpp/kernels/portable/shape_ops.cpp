@@ -23,11 +23,8 @@ void view_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   if (!a || !int_list_arg(ctx, name, args, 1, "size", &size)) return;
   Tensor* out = any_tensor(ctx, name, args, 2, "out");
   if (!out) return;
-  if (size.size() > kMaxDim) {
-    fail(ctx, Error::InvalidArgument, "%s: size has %zu dims (limit %zu)", name, size.size(), kMaxDim);
-    return;
-  }
   SizesType s[kMaxDim];
+  if (!shape_list(ctx, name, size, "size", s, /*allow_minus_one=*/true)) return;
   int64_t known = 1;
   int infer = -1;
   for (size_t d = 0; d < size.size(); ++d) {
@@ -38,9 +35,9 @@ void view_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
       }
       infer = static_cast<int>(d);
       s[d] = 1;
-    } else {
-      s[d] = static_cast<SizesType>(size[d]);
-      known *= size[d];
+    } else if (__builtin_mul_overflow(known, size[d], &known) || known >= (int64_t(1) << 31)) {
+      fail(ctx, Error::InvalidArgument, "%s: size has 2^31 or more elements", name);
+      return;
     }
   }
   if (infer >= 0) s[infer] = known == 0 ? 0 : static_cast<SizesType>(static_cast<int64_t>(a->numel()) / known);
@@ -134,9 +131,15 @@ void expand_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   View v;
   v.dim = size.size();
   size_t lead = size.size() - a->dim();
+  SizesType checked[kMaxDim];
+  if (!shape_list(ctx, name, size, "size", checked, /*allow_minus_one=*/true)) return;
   for (size_t d = 0; d < v.dim; ++d) {
     if (d < lead) {
-      v.sizes[d] = static_cast<SizesType>(size[d]);
+      if (size[d] < 0) {
+        fail(ctx, Error::InvalidArgument, "%s: the new leading dim %zu cannot be -1", name, d);
+        return;
+      }
+      v.sizes[d] = checked[d];
       v.strides[d] = 0;
       continue;
     }
@@ -381,11 +384,7 @@ void fill(Tensor& out, double v) {
 }
 
 bool sizes_from_list(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> size, SizesType* s) {
-  if (size.size() > kMaxDim) {
-    return fail(ctx, Error::InvalidArgument, "%s: size has %zu dims (limit %zu)", name, size.size(), kMaxDim);
-  }
-  for (size_t d = 0; d < size.size(); ++d) s[d] = static_cast<SizesType>(size[d]);
-  return true;
+  return shape_list(ctx, name, size, "size", s);
 }
 }  // namespace
 

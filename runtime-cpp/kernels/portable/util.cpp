@@ -81,6 +81,23 @@ bool int_list_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args,
   return true;
 }
 
+bool shape_list(KernelRuntimeContext& ctx, const char* op, Span<const int64_t> list, const char* name,
+                SizesType* sizes, bool allow_minus_one) {
+  if (list.size() > runtime::kTensorDimensionLimit) {
+    return fail(ctx, Error::InvalidArgument, "%s: '%s' has %zu dims (limit %zu)", op, name, list.size(),
+                runtime::kTensorDimensionLimit);
+  }
+  for (size_t d = 0; d < list.size(); ++d) {
+    const int64_t v = list[d];
+    if ((v < 0 && !(allow_minus_one && v == -1)) || v >= (int64_t(1) << 31)) {
+      return fail(ctx, Error::InvalidArgument, "%s: '%s'[%zu] is %lld; a size must be in [0, 2^31)%s", op, name, d,
+                  (long long)v, allow_minus_one ? " or -1" : "");
+    }
+    sizes[d] = static_cast<SizesType>(v);
+  }
+  return true;
+}
+
 bool bool_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, bool* out) {
   if (i >= args.size() || !(args[i]->is_bool() || args[i]->is_int())) {
     return fail(ctx, Error::InvalidArgument, "%s: argument '%s' (position %zu) must be a bool, got %s", op, name, i,

@@ -126,4 +126,13 @@ class Program final {
   std::unique_ptr<ProgramData> data_;
 };
 
+/// The memory one Method may claim, process-wide, checked by Program::load_method before it allocates
+/// anything: the program file's size plus the method's planned buffers (non_const_buffer_sizes) must not
+/// exceed `bytes`, or load_method fails with MemoryAllocationFailed and a message naming the largest
+/// buffer and the sizes. 0 (the default) means the machine's RAM (sysconf), or 2^40 bytes where the
+/// platform cannot say. Applies to methods loaded from now on; thread-safe.
+void set_memory_limit(uint64_t bytes);
+/// The limit set by set_memory_limit (0: the machine's RAM).
+uint64_t memory_limit();
+
 }  // namespace etkit::runtime

@@ -1,0 +1,171 @@
+"""Crafted or corrupted programs: a constant or planned tensor at an offset that misaligns its elements, sizes
+whose int32 strides overflow although the tensor is empty, a memory plan larger than the machine or than
+``set_memory_limit``, and op arguments out of range (a view size past 2^31, a negative or overflowing
+as_strided stride). Each is refused with a precise ``EtkitRuntimeError`` (at ``load_method``, or at
+``execute`` for op arguments), from Python and from ``etkit_runner``, while the same program written
+correctly runs and matches eager exactly (so the checks cannot pass by refusing everything)."""
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+
+import flatbuffers
+import pytest
+import torch
+
+import etkit
+from etkit.fb.Program import Program, ProgramT
+from etkit.runtime import EtkitRuntimeError, Runtime, set_memory_limit
+from etkit.serialize.pte import deserialize_pte, serialize_pte
+
+from .programs import _tensor, add_program
+
+
+class AddWeight(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.arange(8, dtype=torch.float32) / 7)
+
+    def forward(self, x):
+        return x + self.w
+
+
+def _with_constant_at(alignment: int) -> bytes:
+    """AddWeight's program with a 1-byte constant placed before the weight, the constants packed to
+    ``alignment`` bytes: with 1 the weight starts at offset 1 of the constant segment."""
+    model = AddWeight()
+    contents = deserialize_pte(etkit.to_edge(torch.export.export(model, (torch.ones(8),))).to_executorch().buffer)
+    for value in contents.program.executionPlan[0].values:
+        t = value.val
+        if hasattr(t, "dataBufferIdx") and t.dataBufferIdx > 0 and t.allocationInfo is None:
+            t.dataBufferIdx += 1
+    constants = [contents.constant_data[0], b"\x01", *contents.constant_data[1:]]
+    return serialize_pte(dataclasses.replace(contents, constant_data=constants), constant_tensor_alignment=alignment)
+
+
+def _load(program: bytes):
+    return Runtime.get().load_program(program).load_method("forward")
+
+
+def test_aligned_constant_runs_and_misaligned_constant_is_refused():
+    x = torch.randn(8)
+    (out,) = _load(_with_constant_at(4)).execute([x])
+    torch.testing.assert_close(out, AddWeight()(x), rtol=0, atol=0)
+    with pytest.raises(EtkitRuntimeError, match="not aligned to its 4-byte elements"):
+        _load(_with_constant_at(1))
+
+
+def _plan(mutate) -> bytes:
+    """add_program's Program with ``mutate(plan)`` applied to its forward ExecutionPlan."""
+    program = ProgramT.InitFromObj(Program.GetRootAs(add_program(), 0))
+    mutate(program.executionPlan[0])
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(program.Pack(builder), file_identifier=b"ET12")
+    return bytes(builder.Output())
+
+
+def test_planned_tensor_at_a_misaligned_offset_is_refused():
+    def misalign(plan):
+        plan.values[3].val.allocationInfo.memoryOffsetLow = 130   # float32 output at byte 130
+
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    (out,) = _load(_plan(lambda plan: None)).execute([a, b])
+    torch.testing.assert_close(out, a + b, rtol=0, atol=0)
+    with pytest.raises(EtkitRuntimeError, match="value 3: tensor data is not aligned to its 4-byte elements"):
+        _load(_plan(misalign))
+
+
+def test_empty_tensor_whose_strides_overflow_int32_is_refused():
+    def huge_empty(plan):
+        plan.values.append(_tensor([0, 65536, 65536], 0))
+
+    with pytest.raises(EtkitRuntimeError, match="value 4: tensor strides reach 2\\^31"):
+        _load(_plan(huge_empty))
+    _load(_plan(lambda plan: plan.values.append(_tensor([0, 1024, 1024], 0))))   # strides 2^20: fine
+
+
+def test_memory_plan_larger_than_the_machine_is_refused_before_allocating():
+    def terabyte(plan):
+        plan.nonConstBufferSizes = [0, 1 << 40]
+
+    with pytest.raises(EtkitRuntimeError, match=r"plus 1099511627776 bytes of planned buffers \(the largest, buffer 1, "
+                                                r"1099511627776 bytes\), more than this machine's RAM of \d+ bytes"):
+        _load(_plan(terabyte))
+
+
+@pytest.fixture
+def memory_limit():
+    yield set_memory_limit
+    set_memory_limit(None)
+
+
+def test_memory_limit_counts_the_file_and_the_planned_buffers(memory_limit):
+    program = _plan(lambda plan: None)           # one planned buffer of 192 bytes
+    need = len(program) + 192
+    memory_limit(need)
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    (out,) = _load(program).execute([a, b])
+    torch.testing.assert_close(out, a + b, rtol=0, atol=0)
+    memory_limit(need - 1)
+    with pytest.raises(EtkitRuntimeError, match=rf"needs {need} bytes: the {len(program)}-byte program file plus 192 "
+                                                rf"bytes .* more than the memory limit \(set_memory_limit\) of "
+                                                rf"{need - 1} bytes"):
+        _load(program)
+    memory_limit(None)
+    _load(program)
+    with pytest.raises(ValueError, match="num_bytes must be >= 1"):
+        memory_limit(0)
+
+
+
+@pytest.mark.parametrize("name,mutate,message", [
+    ("terabyte_plan", lambda plan: setattr(plan, "nonConstBufferSizes", [0, 1 << 40]), "more than this machine's"),
+    ("limited", lambda plan: None, "more than the memory limit (set_memory_limit) of 100 bytes"),
+    ("misaligned_output", lambda plan: setattr(plan.values[3].val.allocationInfo, "memoryOffsetLow", 130),
+     "not aligned to its 4-byte elements"),
+])
+def test_runner_refuses_the_same_programs(etkit_runner, tmp_path, name, mutate, message):
+    path = tmp_path / f"{name}.pte"
+    path.write_bytes(_plan(mutate))
+    limit = ["--memory_limit", "100"] if name == "limited" else []
+    proc = subprocess.run([str(etkit_runner), "--model_path", str(path), "--iterations", "1", *limit],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and message in proc.stderr, (proc.returncode, proc.stderr)
+    if limit:   # the same program with no limit runs
+        ok = subprocess.run([str(etkit_runner), "--model_path", str(path), "--iterations", "1"], capture_output=True,
+                            text=True, timeout=60)
+        assert ok.returncode == 0, ok.stderr
+
+
+class Reshape(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(3, 2) * 2
+
+
+class AsStrided(torch.nn.Module):
+    def forward(self, x):
+        return torch.as_strided(x, (2, 2), (1, 2)) * 2
+
+
+def _with_int(model, index: int | None = None, value: int = 0) -> bytes:
+    """``model``'s program, with the Int value at ``index`` (an entry of an op's size or stride list) set to
+    ``value`` as a corrupted or crafted file would have it (``index`` None: unchanged)."""
+    contents = deserialize_pte(etkit.to_edge(torch.export.export(model, (torch.randn(2, 3),))).to_executorch().buffer)
+    if index is not None:
+        contents.program.executionPlan[0].values[index].val.intVal = value
+    return serialize_pte(contents)
+
+
+@pytest.mark.parametrize("model,index,value,message", [
+    (Reshape(), 4, 1 << 40, r"aten::view_copy.out: 'size'\[0\] is 1099511627776; a size must be in \[0, 2\^31\) or -1"),
+    (Reshape(), 4, -7, r"'size'\[0\] is -7"),
+    (Reshape(), 4, 1 << 30, r"aten::view_copy.out: "),    # in range, but not 6 elements
+    (AsStrided(), 7, -100, r"aten::as_strided_copy.out: stride\[0\] is -100; negative strides are not supported"),
+    (AsStrided(), 8, 1 << 62, r"aten::as_strided_copy.out: the view reaches element"),
+])
+def test_op_arguments_out_of_range_are_refused_at_execute(model, index, value, message):
+    x = torch.randn(2, 3)
+    (good,) = _load(_with_int(model)).execute([x])
+    torch.testing.assert_close(good, model(x), rtol=0, atol=0)
+    with pytest.raises(EtkitRuntimeError, match=message):
+        _load(_with_int(model, index, value)).execute([x])
