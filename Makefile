@@ -7,7 +7,8 @@
 #   make test-all   build everything, then the C++ tests and every Python test (slow ones, the full op
 #                   conformance and the full Vulkan model sizes included)
 #   make test-sanitize  the runtime, portable kernels, runner and C++ tests built with ASan+UBSan in
-#                   build/sanitize; runs ctest there and the runner's hostile-file tests (CI runs it)
+#                   build/sanitize (ctest there and the runner's hostile-file tests), then the concurrency
+#                   test under ThreadSanitizer in build/tsan (CI runs it)
 #
 # Variables: VENV (default .venv), PYTHON3 (interpreter that makes the venv, default python3.11),
 #            PYTEST_ARGS (extra pytest arguments), NATIVE_CMAKE_ARGS (extra args for build/native),
@@ -51,7 +52,7 @@ QNN_NATIVE_SRCS := $(wildcard plugins/qnn/pyproject.toml plugins/qnn/CMakeLists.
 .PHONY: venv system xnnpack tokenizers install native test test-all test-sanitize demo oracle clean help
 
 help:
-	@sed -n '1,18p' Makefile
+	@sed -n '1,15p' Makefile
 
 # ---- Python environment ---------------------------------------------------------------------------
 venv: $(VENV)/.stamp-venv
@@ -197,6 +198,10 @@ SANITIZE_DIR := build/sanitize
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all -fno-omit-frame-pointer
 SANITIZE_TESTS := tests/runtime/test_load_errors.py tests/runtime/test_hostile_programs.py tests/runtime/test_et_programs.py \
   tests/devtools/test_bundled_runner.py
+# ThreadSanitizer: the concurrency test (8 threads, each with its own Method of one Program) in build/tsan.
+TSAN_DIR := build/tsan
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+export TSAN_OPTIONS := exitcode=99:halt_on_error=1:second_deadlock_stack=1
 export ASAN_OPTIONS := exitcode=99:detect_leaks=1:abort_on_error=0:allocator_may_return_null=1
 export UBSAN_OPTIONS := exitcode=99:print_stacktrace=1:halt_on_error=1
 
@@ -211,6 +216,14 @@ test-sanitize: venv system install
 	$(VENV)/bin/ctest --test-dir $(SANITIZE_DIR) --output-on-failure
 	ETKIT_RUNNER=$(abspath $(SANITIZE_DIR))/runner/etkit_runner $(PY) -m pytest -q -n $(JOBS) -k runner \
 	  $(PYTEST_ARGS) $(SANITIZE_TESTS)
+	@if [[ ! -f $(TSAN_DIR)/build.ninja ]]; then \
+	  $(VENV)/bin/cmake -S runtime-cpp -B $(TSAN_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
+	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PY)) \
+	    -DCMAKE_C_FLAGS="$(TSAN_FLAGS)" -DCMAKE_CXX_FLAGS="$(TSAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(TSAN_FLAGS)" \
+	    -DETKIT_BUILD_TESTS=ON; \
+	fi
+	flock $(LOCK) $(VENV)/bin/cmake --build $(TSAN_DIR) -j $(JOBS) --target test_concurrent_methods
+	$(TSAN_DIR)/tests/test_concurrent_methods
 
 demo: venv system xnnpack install native
 	$(PY) examples/demo.py
