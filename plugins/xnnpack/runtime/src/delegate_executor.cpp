@@ -117,6 +117,22 @@ Error check_bounds(const ExternalBinding& b, const size_t* dims, size_t num_dims
   return Error::Ok;
 }
 
+/// A tensor the program declares static must have exactly the payload's dims: XNNPACK takes the shape it is
+/// given and sizes some reads from the graph (a fully-connected node reads the filter's input channels per
+/// row), so a smaller tensor would be read past its end. Only a program whose tensors and payload were
+/// written apart (a corrupted or crafted file) disagrees here.
+Error check_static_shape(const ExternalBinding& b, const size_t* dims, size_t num_dims) {
+  bool same = num_dims == b.rank;
+  for (size_t d = 0; same && d < num_dims; ++d) same = dims[d] == b.bounds[d];
+  if (same) return Error::Ok;
+  char got[160], want[160];
+  return set_error(Error::InvalidProgram,
+                   "XnnpackBackend: input argument %u is a static tensor of shape %s but the delegate's payload "
+                   "declares %s; the program and its XNNPACK payload disagree (the program is corrupted)",
+                   b.external_id, format_dims(dims, num_dims, got, sizeof(got)),
+                   format_dims(b.bounds, b.rank, want, sizeof(want)));
+}
+
 /// Reshapes inputs whose shape changed; returns whether the runtime must be re-planned.
 Error bind_inputs(DelegateState& state, Span<EValue*> args, bool* changed) {
   for (size_t i = 0; i < state.inputs.size(); ++i) {
@@ -128,6 +144,9 @@ Error bind_inputs(DelegateState& state, Span<EValue*> args, bool* changed) {
     const bool same = b.shape_known && b.num_dims == num_dims &&
                       std::memcmp(dims, b.dims, num_dims * sizeof(size_t)) == 0;
     if (!same) {
+      if (t->shape_dynamism() == etkit::runtime::TensorShapeDynamism::STATIC) {
+        ETKIT_CHECK_OK(check_static_shape(b, dims, num_dims));
+      }
       ETKIT_CHECK_OK(check_bounds(b, dims, num_dims));
       xnn_status status = xnn_reshape_external_value(state.runtime, b.external_id, num_dims, dims);
       if (status != xnn_status_success) return xnn_failed("xnn_reshape_external_value", status);
