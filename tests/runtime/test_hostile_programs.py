@@ -157,7 +157,8 @@ def _with_int(model, index: int | None = None, value: int = 0) -> bytes:
 
 
 @pytest.mark.parametrize("model,index,value,message", [
-    (Reshape(), 4, 1 << 40, r"aten::view_copy.out: 'size'\[0\] is 1099511627776; a size must be in \[0, 2\^31\) or -1"),
+    (Reshape(), 4, 1 << 40,
+     r"aten::view_copy.out: 'size'\[0\] is 1099511627776; a size must be in \[0, 2\^31\) or -1"),
     (Reshape(), 4, -7, r"'size'\[0\] is -7"),
     (Reshape(), 4, 1 << 30, r"aten::view_copy.out: "),    # in range, but not 6 elements
     (AsStrided(), 7, -100, r"aten::as_strided_copy.out: stride\[0\] is -100; negative strides are not supported"),
@@ -169,3 +170,55 @@ def test_op_arguments_out_of_range_are_refused_at_execute(model, index, value, m
     torch.testing.assert_close(good, model(x), rtol=0, atol=0)
     with pytest.raises(EtkitRuntimeError, match=message):
         _load(_with_int(model, index, value)).execute([x])
+
+
+class SumRows(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(dim=1)
+
+
+def _sum_over(dim: int) -> bytes:
+    """SumRows exported with a dynamic batch (at most 10), its reduction dim set to ``dim``."""
+    x = torch.randn(3, 5)
+    ep = torch.export.export(SumRows(), (x,), dynamic_shapes=({0: torch.export.Dim("batch", max=10)},))
+    contents = deserialize_pte(etkit.to_edge(ep).to_executorch().buffer)
+    plan = contents.program.executionPlan[0]
+    (dims,) = [v.val for v in plan.values if type(v.val).__name__ == "IntListT"]
+    plan.values[dims.items[0]].val.intVal = dim
+    return serialize_pte(contents)
+
+
+def _with_argument_index(index: int) -> bytes:
+    """add_program with its kernel call's ``out`` argument pointing at value ``index``."""
+    def point(plan):
+        call = plan.chains[0].instructions[0].instrArgs
+        call.args = [*call.args[:4], index]
+    return _plan(point)
+
+
+def test_reduction_over_a_dimension_that_does_not_exist_is_refused_at_run_time():
+    x = torch.randn(7, 5)                  # a batch the export did not see
+    (y,) = _load(_sum_over(1)).execute([x])
+    torch.testing.assert_close(y, x.sum(dim=1), rtol=1e-6, atol=1e-6)
+    with pytest.raises(EtkitRuntimeError,
+                       match=r"aten::sum.IntList_out: dim 5 is out of range for a tensor of rank 2"):
+        _load(_sum_over(5)).execute([x])
+
+
+def test_value_index_out_of_range_is_refused_at_load():
+    with pytest.raises(EtkitRuntimeError,
+                       match=r"InvalidProgram: instruction 0 argument 4 refers to value 99 out of range"):
+        _load(_with_argument_index(99))
+
+
+@pytest.mark.parametrize("name,program,message", [
+    ("sum_dim5", lambda: _sum_over(5), "dim 5 is out of range for a tensor of rank 2"),
+    ("value99", lambda: _with_argument_index(99), "instruction 0 argument 4 refers to value 99 out of range"),
+])
+def test_runner_refuses_out_of_range_arguments(etkit_runner, tmp_path, name, program, message):
+    path = tmp_path / f"{name}.pte"
+    path.write_bytes(program())
+    proc = subprocess.run([str(etkit_runner), "--model_path", str(path), "--iterations", "1"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1 and message in proc.stderr and "etkit_runner:" in proc.stderr, \
+        (proc.returncode, proc.stderr)
