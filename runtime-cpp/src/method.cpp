@@ -147,20 +147,17 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
     return set_error(Error::MemoryAllocationFailed, "value %zu: cannot allocate tensor metadata", i);
   }
   bool seen[kTensorDimensionLimit] = {false};
-  uint64_t numel = 1;
-  uint64_t stride_extent = 1;
+  uint64_t extent = 1;
   for (size_t d = 0; d < dim; ++d) {
     int32_t s = t->sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
     uint8_t o = t->dim_order()->Get(static_cast<flatbuffers::uoffset_t>(d));
     if (s < 0) return bad_value(i, "negative tensor size");
-    // Strides are int32 (as in ExecuTorch): a tensor must have fewer than 2^31 elements, and so must the
-    // product of its nonzero sizes (the outermost stride; a size-0 dimension makes numel 0 but not the strides).
-    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel) || numel >= (uint64_t(1) << 31)) {
-      return bad_value(i, "tensor has 2^31 or more elements");
-    }
-    if (__builtin_mul_overflow(stride_extent, static_cast<uint64_t>(s > 0 ? s : 1), &stride_extent) ||
-        stride_extent >= (uint64_t(1) << 31)) {
-      return bad_value(i, "tensor strides reach 2^31 (the product of its nonzero sizes is too large)");
+    // Strides are int32 (as in ExecuTorch): the product of the nonzero sizes (the outermost stride, and the
+    // element count when no size is 0) must stay below 2^31; a size-0 dimension empties the tensor, not its
+    // strides.
+    if (__builtin_mul_overflow(extent, static_cast<uint64_t>(s > 0 ? s : 1), &extent) ||
+        extent >= (uint64_t(1) << 31)) {
+      return bad_value(i, "tensor has 2^31 or more elements, or strides that reach 2^31");
     }
     if (o >= dim || seen[o]) return bad_value(i, "dim_order is not a permutation of the dimensions");
     seen[o] = true;
@@ -753,6 +750,7 @@ Result<Method> Program::load_plan(const char* method_name) const {
   s->planned_allocations.assign(num_buffers, nullptr);
   uint64_t planned_total = 0;
   size_t largest = 0;
+  int64_t largest_size = 0;
   for (size_t i = 1; i < num_buffers; ++i) {
     int64_t size = buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (size < 0 || static_cast<uint64_t>(size) > (uint64_t(1) << 40)) {
@@ -760,7 +758,10 @@ Result<Method> Program::load_plan(const char* method_name) const {
                        (long long)size);
     }
     planned_total += static_cast<uint64_t>(size);
-    if (largest == 0 || size > buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(largest))) largest = i;
+    if (largest == 0 || size > largest_size) {
+      largest = i;
+      largest_size = size;
+    }
   }
   // Refused before any allocation: a program (hostile or not) that claims more memory than it may use gets a
   // precise error rather than an allocator that overcommits, aborts or returns null, or the OOM killer.
@@ -772,8 +773,7 @@ Result<Method> Program::load_plan(const char* method_name) const {
                      "method '%s' needs %llu bytes: the %llu-byte program file plus %llu bytes of planned buffers "
                      "(the largest, buffer %zu, %lld bytes), more than %s of %llu bytes",
                      s->name, (unsigned long long)(planned_total + file), (unsigned long long)file,
-                     (unsigned long long)planned_total, largest,
-                     largest == 0 ? 0LL : (long long)buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(largest)),
+                     (unsigned long long)planned_total, largest, (long long)largest_size,
                      set_limit != 0 ? "the memory limit (set_memory_limit)" : "this machine's RAM",
                      (unsigned long long)limit);
   }

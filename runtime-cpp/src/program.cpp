@@ -26,6 +26,21 @@ uint64_t read_u64(const uint8_t* p) { return uint64_t(read_u32(p)) | uint64_t(re
 
 void free_aligned(void*, void* data, size_t) { std::free(data); }
 
+/// Leaves `buf` as it is when it starts at a multiple of kProgramAlignment, else replaces it with an aligned
+/// copy: the flatbuffer and the constants are read through typed pointers, and a caller's buffer may start
+/// at any address. `what` names the bytes in the error.
+Error align_buffer(FreeableBuffer* buf, const char* what) {
+  if (reinterpret_cast<uintptr_t>(buf->data()) % kProgramAlignment == 0) return Error::Ok;
+  const size_t n = buf->size();
+  void* copy = nullptr;
+  if (::posix_memalign(&copy, kProgramAlignment, n > 0 ? n : 1) != 0 || copy == nullptr) {
+    return set_error(Error::MemoryAllocationFailed, "cannot allocate %zu bytes for %s", n, what);
+  }
+  if (n > 0) std::memcpy(copy, buf->data(), n);
+  *buf = FreeableBuffer(copy, n, free_aligned);
+  return Error::Ok;
+}
+
 struct ExtendedHeader {
   bool present = false;
   uint64_t program_size = 0;
@@ -194,14 +209,7 @@ Result<Program> Program::load(DataLoader* loader, Verification verification) {
   d->file_size = file_size;
   d->segment_base_offset = segment_base;
   ETKIT_TRY(d->program_bytes, loader->load(0, program_size));
-  if (reinterpret_cast<uintptr_t>(d->program_bytes.data()) % kProgramAlignment != 0) {
-    void* copy = nullptr;
-    if (::posix_memalign(&copy, kProgramAlignment, program_size) != 0 || copy == nullptr) {
-      return set_error(Error::MemoryAllocationFailed, "cannot allocate %zu bytes for the program", program_size);
-    }
-    std::memcpy(copy, d->program_bytes.data(), program_size);
-    d->program_bytes = FreeableBuffer(copy, program_size, free_aligned);
-  }
+  ETKIT_CHECK_OK(align_buffer(&d->program_bytes, "the program"));
   const uint8_t* bytes = static_cast<const uint8_t*>(d->program_bytes.data());
   uint32_t root_offset = read_u32(bytes);
   if (root_offset < 8 || root_offset > program_size - 4) {
@@ -227,17 +235,8 @@ Result<Program> Program::load(DataLoader* loader, Verification verification) {
   if (const fb::SubsegmentOffsets* cs = p->constant_segment()) {
     if (cs->offsets() != nullptr && cs->offsets()->size() > 0) {
       ETKIT_TRY(d->constant_segment, d->load_segment(cs->segment_index()));
-      if (reinterpret_cast<uintptr_t>(d->constant_segment.data()) % kProgramAlignment != 0) {
-        // A buffer handed in at an odd address: constants are read through typed pointers, so copy them to
-        // aligned memory (method loading refuses a constant whose offset misaligns it).
-        const size_t n = d->constant_segment.size();
-        void* copy = nullptr;
-        if (::posix_memalign(&copy, kProgramAlignment, n > 0 ? n : 1) != 0 || copy == nullptr) {
-          return set_error(Error::MemoryAllocationFailed, "cannot allocate %zu bytes for the constant segment", n);
-        }
-        if (n > 0) std::memcpy(copy, d->constant_segment.data(), n);
-        d->constant_segment = FreeableBuffer(copy, n, free_aligned);
-      }
+      // (method loading then refuses a constant whose offset misaligns it)
+      ETKIT_CHECK_OK(align_buffer(&d->constant_segment, "the constant segment"));
       for (size_t i = 0; i < cs->offsets()->size(); ++i) {
         if (cs->offsets()->Get(static_cast<flatbuffers::uoffset_t>(i)) > d->constant_segment.size()) {
           return set_error(Error::InvalidProgram,

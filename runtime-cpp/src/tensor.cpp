@@ -42,22 +42,19 @@ Error Tensor::resize(Span<const SizesType> new_sizes) {
   }
   bool same = true;
   size_t n = 1;
-  size_t stride_extent = 1;  // the product of the nonzero sizes: the outermost int32 stride
+  size_t extent = 1;  // the product of the nonzero sizes: the outermost int32 stride, at least n
   for (size_t i = 0; i < dim_; ++i) {
     if (new_sizes[i] < 0) {
       return set_error(Error::InvalidArgument, "Tensor::resize: negative size %d at dim %zu",
                        (int)new_sizes[i], i);
     }
     if (new_sizes[i] != sizes_[i]) same = false;
-    if (__builtin_mul_overflow(n, static_cast<size_t>(new_sizes[i]), &n) || n >= (size_t(1) << 31)) {
-      return set_error(Error::InvalidArgument, "Tensor::resize: shape has 2^31 or more elements");
-    }
-    if (__builtin_mul_overflow(stride_extent, static_cast<size_t>(new_sizes[i] > 0 ? new_sizes[i] : 1),
-                               &stride_extent) ||
-        stride_extent >= (size_t(1) << 31)) {
+    if (__builtin_mul_overflow(extent, static_cast<size_t>(new_sizes[i] > 0 ? new_sizes[i] : 1), &extent) ||
+        extent >= (size_t(1) << 31)) {
       return set_error(Error::InvalidArgument,
                        "Tensor::resize: the product of the shape's nonzero sizes reaches 2^31 (int32 strides)");
     }
+    n *= static_cast<size_t>(new_sizes[i]);  // n <= extent: cannot overflow
   }
   if (same) return Error::Ok;
   if (dynamism_ == TensorShapeDynamism::STATIC) {

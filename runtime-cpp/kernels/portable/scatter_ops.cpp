@@ -515,7 +515,6 @@ void as_strided_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
   // As in torch.as_strided: strides are not negative. The furthest element is checked against the storage
   // with overflow-checked arithmetic (sizes, strides and the offset come from the program).
   int64_t max_off = storage_offset;
-  bool overflow = false;
   for (size_t d = 0; d < v.dim; ++d) {
     if (stride[d] < 0) {
       fail(ctx, Error::InvalidArgument, "%s: stride[%zu] is %lld; negative strides are not supported", name, d,
@@ -527,10 +526,10 @@ void as_strided_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
     int64_t step = 0;
     if (max_off >= 0 && (__builtin_mul_overflow(size[d] - 1, stride[d], &step) ||
                          __builtin_add_overflow(max_off, step, &max_off))) {
-      overflow = true;
+      max_off = INT64_MAX;  // past any storage
     }
   }
-  if (overflow || max_off >= static_cast<int64_t>(self->numel()) || storage_offset < 0) {
+  if (max_off >= static_cast<int64_t>(self->numel()) || storage_offset < 0) {
     fail(ctx, Error::InvalidArgument, "%s: the view reaches element %lld of a %zu-element storage", name,
          (long long)max_off, self->numel());
     return;
