@@ -9,10 +9,14 @@
 #   make test-sanitize  the runtime, portable kernels, runner and C++ tests built with ASan+UBSan in
 #                   build/sanitize (ctest there and the runner's hostile-file tests), then the concurrency
 #                   test under ThreadSanitizer in build/tsan (CI runs it)
+#   make fuzz       build the libFuzzer targets (the program loader and each delegate's payload reader, clang,
+#                   ASan+UBSan, build/fuzz), replay their regressions/ inputs, fuzz each for FUZZ_SECONDS
+#                   (default 60; CI runs this) and print executions, coverage and crashes (docs/fuzzing.md)
 #
 # Variables: VENV (default .venv), PYTHON3 (interpreter that makes the venv, default python3.11),
 #            PYTEST_ARGS (extra pytest arguments), NATIVE_CMAKE_ARGS (extra args for build/native),
-#            JOBS (build jobs and pytest workers, default 2).
+#            JOBS (build jobs, pytest workers and fuzz targets run at once, default 2),
+#            FUZZ_SECONDS (make fuzz: seconds per target, default 60).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -49,10 +53,10 @@ VULKAN_NATIVE_SRCS := $(wildcard plugins/vulkan/pyproject.toml plugins/vulkan/CM
 QNN_NATIVE_SRCS := $(wildcard plugins/qnn/pyproject.toml plugins/qnn/CMakeLists.txt) \
   $(shell find plugins/qnn/runtime plugins/qnn/schema plugins/qnn/cmake -type f 2>/dev/null)
 
-.PHONY: venv system xnnpack tokenizers install native test test-all test-sanitize demo oracle clean help
+.PHONY: venv system xnnpack tokenizers install native test test-all test-sanitize fuzz demo oracle clean help
 
 help:
-	@sed -n '1,15p' Makefile
+	@sed -n '1,19p' Makefile
 
 # ---- Python environment ---------------------------------------------------------------------------
 venv: $(VENV)/.stamp-venv
@@ -224,6 +228,11 @@ test-sanitize: venv system install
 	fi
 	flock $(LOCK) $(VENV)/bin/cmake --build $(TSAN_DIR) -j $(JOBS) --target test_concurrent_methods
 	$(TSAN_DIR)/tests/test_concurrent_methods
+
+# ---- coverage-guided fuzzing (libFuzzer, clang-14) --------------------------------------------------
+FUZZ_SECONDS ?= 60
+fuzz: venv system xnnpack install
+	$(PY) scripts/fuzz.py --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
 
 demo: venv system xnnpack install native
 	$(PY) examples/demo.py

@@ -9,6 +9,8 @@
 #   util-linux       flock (builds on the shared machine are serialised)
 #   clang-14         compiles XNNPACK's fp32 microkernels (scripts/xnnpack.sh): GCC 12 keeps an
 #                    accumulator of its AVX2 f32 GEMM in a stack slot (fp32 models up to 2.4x slower)
+#   libclang-rt-14-dev   clang's sanitizer and libFuzzer runtimes: `make fuzz` (scripts/fuzz.py) links
+#                    its targets with -fsanitize=fuzzer,address,undefined
 #   glslc, libvulkan-dev   the Vulkan plugin's shader compiler and headers
 #   libvulkan1, mesa-vulkan-drivers   the Vulkan loader and Mesa's lavapipe, a Vulkan 1.3 CPU device that
 #                    runs the Vulkan delegate's tests on a machine without a GPU
@@ -19,7 +21,7 @@
 set -euo pipefail
 
 PACKAGES=(build-essential dpkg-dev xz-utils patch debian-archive-keyring gpgv ca-certificates util-linux
-          clang-14 glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-tools)
+          clang-14 libclang-rt-14-dev glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-tools)
 if [[ "$(readlink -f "$(command -v python3.11 || echo /nonexistent)")" == /usr/bin/* ]]; then
   PACKAGES+=(python3.11-venv)
 fi

@@ -3,7 +3,7 @@
 //
 //   etkit_runner --model_path m.pte [--method forward] [--input a.npy ...] [--threads N]
 //                [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]
-//                [--memory_limit BYTES]
+//                [--memory_limit BYTES] [--progress_every SECONDS]
 //   etkit_runner --model_path m.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]
 //
 // A bundled program (.bpte, schema/bundled_program.fbs) given as --model_path runs the program inside it
@@ -14,6 +14,8 @@
 //
 // --memory_limit refuses a method whose program file plus planned buffers exceed BYTES (default: the
 // machine's RAM; etkit::runtime::set_memory_limit).
+// --progress_every S prints "progress: N executions, R executions/s over the last T s" every S seconds while
+// iterating (bench/soak.py reads it for a long run's rate over time).
 // --profile prints the timed events of the last iteration (method, kernels, delegate calls and the
 // delegates' own events, e.g. one per GPU dispatch) as a table sorted by start time.
 // Inputs: one .npy per method input (dtype and shape must match the plan), else all-ones tensors
@@ -49,6 +51,7 @@ struct Options {
   int threads = 0;
   unsigned long long memory_limit = 0;  // bytes; 0: the machine's RAM
   int iterations = 10;
+  double progress_every_s = 0;  // 0: no progress lines
   bool random = false;
   bool list_backends = false;
   bool profile = false;
@@ -64,7 +67,7 @@ int usage(const char* msg) {
   std::fprintf(stderr,
                "usage: etkit_runner --model_path M.pte [--method NAME] [--input X.npy ...] [--threads N]\n"
                "                    [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]\n"
-               "                    [--memory_limit BYTES]\n"
+               "                    [--memory_limit BYTES] [--progress_every SECONDS]\n"
                "       etkit_runner --model_path M.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]\n");
   return 2;
 }
@@ -116,6 +119,14 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (a == "--iterations") {
       if (!(v = value("--iterations"))) return false;
       o->iterations = std::max(1, std::atoi(v));
+    } else if (a == "--progress_every") {
+      if (!(v = value("--progress_every"))) return false;
+      char* end = nullptr;
+      o->progress_every_s = std::strtod(v, &end);
+      if (end == v || *end != 0 || !(o->progress_every_s > 0)) {
+        std::fprintf(stderr, "etkit_runner: --progress_every takes a number of seconds > 0, got '%s'\n", v);
+        return false;
+      }
     } else if (a == "--output_prefix") {
       if (!(v = value("--output_prefix"))) return false;
       o->output_prefix = v;
@@ -369,7 +380,12 @@ int main(int argc, char** argv) {
     rt::Error e = method->enable_profiling(4096);
     if (e != rt::Error::Ok) return fail("enabling profiling", e);
   }
-  std::vector<double> times_ms;
+  // The latencies of the last (at most) kLatencySamples iterations, in a ring allocated once: a long run's
+  // memory stays flat (bench/soak.py measures it).
+  constexpr size_t kLatencySamples = 4096;
+  std::vector<double> times_ms(std::min(static_cast<size_t>(opt.iterations), kLatencySamples));
+  auto last_report = std::chrono::steady_clock::now();
+  int reported = 0;
   for (int it = 0; it < opt.iterations + 1; ++it) {  // first run is warm-up
     rt::Error e = set_inputs();
     if (e != rt::Error::Ok) return fail("setting input", e);
@@ -377,7 +393,21 @@ int main(int argc, char** argv) {
     e = method->execute();
     auto t1 = std::chrono::steady_clock::now();
     if (e != rt::Error::Ok) return fail("execute failed", e);
-    if (it > 0) times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (it > 0) times_ms[static_cast<size_t>(it - 1) % times_ms.size()] = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    const double since = std::chrono::duration<double>(t1 - last_report).count();
+    if (opt.progress_every_s > 0 && since >= opt.progress_every_s) {
+      std::printf("progress: %d executions, %.1f executions/s over the last %.1f s\n", it + 1,
+                  (it + 1 - reported) / since, since);
+      std::fflush(stdout);
+      last_report = t1;
+      reported = it + 1;
+    }
+  }
+  if (opt.progress_every_s > 0 && reported < opt.iterations + 1) {  // the tail since the last line
+    const double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_report).count();
+    std::printf("progress: %d executions, %.1f executions/s over the last %.1f s\n", opt.iterations + 1,
+                (opt.iterations + 1 - reported) / std::max(since, 1e-9), since);
+    std::fflush(stdout);
   }
   std::sort(times_ms.begin(), times_ms.end());
   double median = times_ms[times_ms.size() / 2];
@@ -407,7 +437,12 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("median latency: %.3f ms over %d iterations\n", median, opt.iterations);
+  if (times_ms.size() < static_cast<size_t>(opt.iterations)) {
+    std::printf("median latency: %.3f ms over the last %zu of %d iterations\n", median, times_ms.size(),
+                opt.iterations);
+  } else {
+    std::printf("median latency: %.3f ms over %d iterations\n", median, opt.iterations);
+  }
   if (opt.profile) print_profile(*method);
   return 0;
 }

@@ -364,10 +364,15 @@ Error MethodState::check_values() {
       }
     }
     if (tensors != nullptr) {
+      const bool optional = v->val_type() == fb::KernelTypes::OptionalTensorList;
       for (int32_t idx : *tensors) {
-        if (idx == -1 && v->val_type() == fb::KernelTypes::OptionalTensorList) continue;
+        if (idx == -1 && optional) continue;
         const EValue& e = values[static_cast<size_t>(idx)];
-        if (!e.is_tensor() && !e.is_none()) return bad_value(i, "tensor list element is not a Tensor");
+        // Only an optional list may hold None: kernels take a TensorList's elements as tensors.
+        if (!e.is_tensor() && !(optional && e.is_none())) {
+          return bad_value(i, optional ? "optional tensor list element is neither a Tensor nor None"
+                                       : "tensor list element is not a Tensor");
+        }
       }
     }
   }
@@ -766,7 +771,7 @@ Result<Method> Program::load_plan(const char* method_name) const {
   // Refused before any allocation: a program (hostile or not) that claims more memory than it may use gets a
   // precise error rather than an allocator that overcommits, aborts or returns null, or the OOM killer.
   const uint64_t set_limit = memory_limit();
-  const uint64_t limit = set_limit != 0 ? set_limit : physical_memory_bytes();
+  const uint64_t limit = effective_memory_limit();
   const uint64_t file = static_cast<uint64_t>(data_->file_size);
   if (planned_total + file > limit) {
     return set_error(Error::MemoryAllocationFailed,
@@ -803,6 +808,10 @@ Result<Method> Program::load_plan(const char* method_name) const {
 
 void set_memory_limit(uint64_t bytes) { g_memory_limit.store(bytes, std::memory_order_relaxed); }
 uint64_t memory_limit() { return g_memory_limit.load(std::memory_order_relaxed); }
+uint64_t effective_memory_limit() {
+  const uint64_t set_limit = memory_limit();
+  return set_limit != 0 ? set_limit : physical_memory_bytes();
+}
 
 // ---------------------------------------------------------------- Method
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "etkit/runtime/flatbuffer_alignment.h"
 #include "etkit/runtime/method.h"
 #include "program_data.h"
 
@@ -88,6 +89,47 @@ Error check_segments(const ProgramData& d) {
   }
   if (p->execution_plan() == nullptr) {
     return set_error(Error::InvalidProgram, "program has no execution_plan list");
+  }
+  return Error::Ok;
+}
+
+
+/// Every vector of 8-byte numbers in program.fbs, checked for element alignment (flatbuffer_alignment.h).
+Error check_wide_vectors(const fb::Program* p) {
+  auto offsets_ok = [](const fb::SubsegmentOffsets* s) { return s == nullptr || elements_aligned(s->offsets()); };
+  if (!offsets_ok(p->constant_segment())) {
+    return set_error(Error::InvalidProgram, "constant_segment.offsets is not 8-byte aligned (the file is corrupted)");
+  }
+  if (const auto* mutables = p->mutable_data_segments()) {
+    for (flatbuffers::uoffset_t i = 0; i < mutables->size(); ++i) {
+      if (!offsets_ok(mutables->Get(i))) {
+        return set_error(Error::InvalidProgram, "mutable_data_segments[%u].offsets is not 8-byte aligned (the file is "
+                         "corrupted)", i);
+      }
+    }
+  }
+  const auto* plans = p->execution_plan();
+  for (flatbuffers::uoffset_t m = 0; plans != nullptr && m < plans->size(); ++m) {
+    const fb::ExecutionPlan* plan = plans->Get(m);
+    if (plan == nullptr) continue;
+    if (!elements_aligned(plan->non_const_buffer_sizes())) {
+      return set_error(Error::InvalidProgram, "execution plan %u: non_const_buffer_sizes is not 8-byte aligned (the "
+                       "file is corrupted)", m);
+    }
+    const auto* values = plan->values();
+    for (flatbuffers::uoffset_t i = 0; values != nullptr && i < values->size(); ++i) {
+      const fb::EValue* v = values->Get(i);
+      if (v == nullptr) continue;
+      const bool ok = v->val_type() == fb::KernelTypes::IntList      ? v->val_as_IntList() == nullptr ||
+                                                                           elements_aligned(v->val_as_IntList()->items())
+                      : v->val_type() == fb::KernelTypes::DoubleList ? v->val_as_DoubleList() == nullptr ||
+                                                                           elements_aligned(v->val_as_DoubleList()->items())
+                                                                     : true;
+      if (!ok) {
+        return set_error(Error::InvalidProgram, "execution plan %u, value %u: its list is not 8-byte aligned (the "
+                         "file is corrupted)", m, i);
+      }
+    }
   }
   return Error::Ok;
 }
@@ -229,6 +271,7 @@ Result<Program> Program::load(DataLoader* loader, Verification verification) {
     }
   }
   d->program = fb::GetProgram(bytes);
+  if (verification == Verification::InternalConsistency) ETKIT_CHECK_OK(check_wide_vectors(d->program));
   ETKIT_CHECK_OK(check_segments(*d));
 
   const fb::Program* p = d->program;

@@ -16,23 +16,26 @@ field              meaning
                    delegate quantizes that float32 input before the run (round half to even, as PT2E)
 ``outputs``        the same for the outputs (an integer output is dequantized by the delegate)
 ``context_binary`` the serialized QNN context (``QnnContext_getBinary``), 64-byte aligned
+``context_crc32``  CRC-32 (``zlib.crc32``) of ``context_binary``: the delegate checks it before it hands
+                   the bytes to the QNN runtime, whose context loader is not built for damaged input
 =================  ============================================================================
 
 The delegate's inputs and outputs are float32 contiguous tensors of exactly these shapes. Version 2 moved
 the boundary quantization from the context (where the HTP converts float32 through fp16) to the delegate;
-version 1 payloads are refused with a request to re-lower. The context
+version 3 added ``context_crc32``. Older payloads are refused with a request to re-lower. The context
 binary is what a QNN runtime loads with ``QnnContext_createFromBinary`` on a phone; etkit's delegate here
 hands it to ONNX Runtime's QNN execution provider (wrapped in a one-node EPContext model), which runs it on
 the HTP simulator of ``libQnnHtp.so`` on x86.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Optional
 
 import flatbuffers
 
-PAYLOAD_VERSION = 2
+PAYLOAD_VERSION = 3
 FILE_IDENTIFIER = b"EQNN"
 
 
@@ -99,6 +102,7 @@ def pack(payload: QnnPayload) -> bytes:
     root.inputs = [tensor(i) for i in payload.inputs]
     root.outputs = [tensor(o) for o in payload.outputs]
     root.contextBinary = memoryview(payload.context_binary)
+    root.contextCrc32 = zlib.crc32(payload.context_binary)
     builder = flatbuffers.Builder(len(payload.context_binary) + 4096)
     builder.Finish(root.Pack(builder), file_identifier=FILE_IDENTIFIER)
     return bytes(builder.Output())

@@ -107,6 +107,21 @@ def test_cpp_reader_refuses_a_bad_boundary_quantization_and_an_old_version(lower
     assert proc.returncode == 2 and "payload version 1" in proc.stdout and "re-lower" in proc.stdout, proc.stdout
 
 
+def test_cpp_reader_refuses_a_damaged_context_binary(lowered, tmp_path):
+    """The context binary's CRC-32 (written at lowering) is checked before the bytes reach ONNX Runtime's QNN
+    provider, whose context loader crashes or hangs on damaged input."""
+    data = _payload(lowered[2])
+    binary = unpack(data).context_binary
+    start = data.find(binary)
+    assert start > 0 and data.find(binary, start + 1) == -1
+    for where in (0, len(binary) // 2, len(binary) - 1):
+        damaged = bytearray(data)
+        damaged[start + where] ^= 0x01
+        proc = _check(tmp_path, bytes(damaged))
+        assert proc.returncode == 2 and "CRC-32" in proc.stdout and "damaged" in proc.stdout, proc.stdout + proc.stderr
+    assert _check(tmp_path, data).returncode == 0
+
+
 def test_delegate_refuses_a_wrong_input_shape(lowered):
     from etkit.runtime import Runtime
     program, inputs, edge = lowered

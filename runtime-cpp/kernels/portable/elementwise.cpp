@@ -97,7 +97,7 @@ bool apply_int(KernelRuntimeContext& ctx, const char* name, Bin op, int64_t a, i
     case Bin::BitXor: *r = a ^ b; return true;
     case Bin::Maximum: *r = a > b ? a : b; return true;
     case Bin::Minimum: *r = a < b ? a : b; return true;
-    default: *r = static_cast<int64_t>(apply(op, double(a), double(b))); return true;
+    default: *r = double_to_int64(apply(op, double(a), double(b))); return true;
   }
 }
 

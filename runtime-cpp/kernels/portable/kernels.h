@@ -84,6 +84,12 @@ using runtime::float_to_bf16;
 using runtime::float_to_half;
 using runtime::half_to_float;
 
+/// Float -> integer conversions defined for every double (a C++ cast of NaN or an out-of-range value is
+/// undefined behaviour): truncation toward zero, and NaN, infinities and values outside the type give the
+/// type's minimum, as x86's conversion instructions do (so results match torch eager on x86).
+int64_t double_to_int64(double v);
+int32_t double_to_int32(double v);
+
 double load_double(const void* base, ScalarType t, size_t i);
 int64_t load_int(const void* base, ScalarType t, size_t i);
 void store_double(void* base, ScalarType t, size_t i, double v);

@@ -465,7 +465,7 @@ void arange_impl(KernelRuntimeContext& ctx, const char* name, double start, doub
   for (SizesType i = 0; i < n; ++i) {
     double v = start + step * i;
     if (is_floating(out.scalar_type())) store_double(out.mutable_data_ptr(), out.scalar_type(), size_t(i), v);
-    else store_int(out.mutable_data_ptr(), out.scalar_type(), size_t(i), static_cast<int64_t>(v));
+    else store_int(out.mutable_data_ptr(), out.scalar_type(), size_t(i), double_to_int64(v));
   }
 }
 }  // namespace

@@ -187,6 +187,17 @@ double load_double(const void* base, ScalarType t, size_t i) {
   }
 }
 
+int64_t double_to_int64(double v) {
+  // [-2^63, 2^63): the doubles whose truncation fits in int64_t (NaN fails both comparisons).
+  if (v >= -9223372036854775808.0 && v < 9223372036854775808.0) return static_cast<int64_t>(v);
+  return INT64_MIN;
+}
+
+int32_t double_to_int32(double v) {
+  if (v > -2147483649.0 && v < 2147483648.0) return static_cast<int32_t>(v);
+  return INT32_MIN;
+}
+
 int64_t load_int(const void* base, ScalarType t, size_t i) {
   switch (t) {
     case ScalarType::Bool: return static_cast<const bool*>(base)[i] ? 1 : 0;
@@ -195,18 +206,19 @@ int64_t load_int(const void* base, ScalarType t, size_t i) {
     case ScalarType::Short: return static_cast<const int16_t*>(base)[i];
     case ScalarType::Int: return static_cast<const int32_t*>(base)[i];
     case ScalarType::Long: return static_cast<const int64_t*>(base)[i];
-    default: return static_cast<int64_t>(load_double(base, t, i));
+    default: return double_to_int64(load_double(base, t, i));
   }
 }
 
 void store_double(void* base, ScalarType t, size_t i, double v) {
   switch (t) {
     case ScalarType::Bool: static_cast<bool*>(base)[i] = v != 0.0; break;
-    case ScalarType::Byte: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
-    case ScalarType::Char: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
-    case ScalarType::Short: static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v); break;
-    case ScalarType::Int: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case ScalarType::Long: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+    // Narrow integers: through int32 then modular, as a float -> int8/int16 cast compiles on x86.
+    case ScalarType::Byte: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(double_to_int32(v)); break;
+    case ScalarType::Char: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(double_to_int32(v)); break;
+    case ScalarType::Short: static_cast<int16_t*>(base)[i] = static_cast<int16_t>(double_to_int32(v)); break;
+    case ScalarType::Int: static_cast<int32_t*>(base)[i] = double_to_int32(v); break;
+    case ScalarType::Long: static_cast<int64_t*>(base)[i] = double_to_int64(v); break;
     case ScalarType::Half: static_cast<uint16_t*>(base)[i] = float_to_half(static_cast<float>(v)); break;
     case ScalarType::Float: static_cast<float*>(base)[i] = static_cast<float>(v); break;
     case ScalarType::Double: static_cast<double*>(base)[i] = v; break;

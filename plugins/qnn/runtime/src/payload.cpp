@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "etkit/runtime/flatbuffer_alignment.h"
+#include "etkit/runtime/program.h"  // effective_memory_limit
 #include "flatbuffers/flatbuffers.h"
 
 namespace etkit_qnn {
@@ -45,12 +47,22 @@ Error check_tensors(const flatbuffers::Vector<flatbuffers::Offset<fb::TensorInfo
       return set_error(Error::DelegateInvalidCompatibility,
                        "QnnBackend: corrupt payload: %s %u has an empty name or a missing or over-long shape", what, i);
     }
+    if (!etkit::runtime::elements_aligned(shape)) {
+      return set_error(Error::DelegateInvalidCompatibility,
+                       "QnnBackend: corrupt payload: the shape of %s %u is not 8-byte aligned", what, i);
+    }
+    // Each tensor is bound as float32 memory of this many elements: bounded by what the runtime may use.
+    const uint64_t limit = etkit::runtime::effective_memory_limit() / 4;
+    uint64_t numel = 1;
     for (uint32_t d = 0; d < shape->size(); ++d) {
-      if (shape->Get(d) <= 0 || shape->Get(d) > (int64_t{1} << 40)) {
+      const int64_t dim = shape->Get(d);
+      if (dim <= 0 || static_cast<uint64_t>(dim) > limit / numel) {
         return set_error(Error::DelegateInvalidCompatibility,
-                         "QnnBackend: corrupt payload: %s %u has dimension %u = %lld", what, i, d,
-                         static_cast<long long>(shape->Get(d)));
+                         "QnnBackend: corrupt payload: %s %u has dimension %u = %lld (its float32 tensor must be "
+                         "non-empty and within the memory limit of %llu bytes)", what, i, d,
+                         static_cast<long long>(dim), static_cast<unsigned long long>(limit * 4));
       }
+      numel *= static_cast<uint64_t>(dim);
     }
     if (const fb::Quantization* q = t->quantization()) {
       QuantizedType type;
@@ -71,6 +83,24 @@ Error check_tensors(const flatbuffers::Vector<flatbuffers::Offset<fb::TensorInfo
 }
 
 }  // namespace
+
+uint32_t crc32(const uint8_t* data, size_t size) {
+  // The reflected CRC-32 of zlib, PNG and gzip (polynomial 0xEDB88320), one table lookup per byte.
+  static const auto table = [] {
+    struct Table {
+      uint32_t entry[256];
+    } t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t.entry[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i) c = table.entry[(c ^ data[i]) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
 
 Error parse_payload(const void* data, size_t size, const fb::QnnPayload** out) {
   if (data == nullptr || size < 8) {
@@ -97,6 +127,12 @@ Error parse_payload(const void* data, size_t size, const fb::QnnPayload** out) {
   }
   if (root->graph_name()->size() == 0 || root->context_binary()->size() == 0) {
     return set_error(Error::DelegateInvalidCompatibility, "QnnBackend: corrupt payload: empty graph name or context binary");
+  }
+  const uint32_t crc = crc32(root->context_binary()->data(), root->context_binary()->size());
+  if (crc != root->context_crc32()) {
+    return set_error(Error::DelegateInvalidCompatibility,
+                     "QnnBackend: corrupt payload: the context binary's CRC-32 is %08x, the payload records %08x (the "
+                     "program file is damaged; export it again)", crc, root->context_crc32());
   }
   Error err = check_tensors(root->inputs(), "inputs");
   if (err == Error::Ok) err = check_tensors(root->outputs(), "outputs");

@@ -1,12 +1,16 @@
 #include "graph.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <map>
 
 #include "etkit/runtime/evalue.h"
 #include "etkit/runtime/event_tracer.h"
+#include "etkit/runtime/flatbuffer_alignment.h"
 #include "etkit/runtime/named_data_map.h"
+#include "etkit/runtime/program.h"  // effective_memory_limit
 #include "etkit/runtime/tensor.h"
 #include "half.h"
 #include "ops.h"
@@ -89,6 +93,33 @@ std::string printable(std::string s) {
 uint64_t now_ns() { return static_cast<uint64_t>(etkit::runtime::EventTracer::now_ns()); }
 
 }  // namespace
+
+/// A tensor value's dims, checked before anything is sized from them: every dim an int32 (the shaders'
+/// index type), and its bytes (at 4 per element, the widest type the delegate computes in), alone and with the
+/// other tensors that get device memory, within the runtime's memory limit (etkit::runtime::set_memory_limit).
+static bool check_tensor_size(size_t index, const std::vector<int64_t>& dims, bool allocated, uint64_t* total,
+                       std::string* error) {
+  const uint64_t limit = etkit::runtime::effective_memory_limit();
+  uint64_t numel = 1;
+  for (int64_t d : dims) {
+    if (d > INT32_MAX) {
+      *error = "tensor value " + std::to_string(index) + " has a dim of " + std::to_string(d) +
+               ", more than the delegate's limit of 2^31 - 1";
+      return false;
+    }
+    numel = (d != 0 && numel > limit / static_cast<uint64_t>(d)) ? limit + 1 : numel * static_cast<uint64_t>(d);
+  }
+  const uint64_t bytes = numel > limit / 4 ? limit + 1 : numel * 4;
+  if (allocated) *total += bytes;
+  if (bytes > limit || *total > limit) {
+    *error = "tensor value " + std::to_string(index) + " needs " +
+             (bytes > limit ? "more than " + std::to_string(limit) : std::to_string(bytes)) +
+             " bytes, and the graph's tensors " + std::to_string(*total) + " bytes so far: more than the memory limit "
+             "of " + std::to_string(limit) + " bytes (etkit::runtime::set_memory_limit)";
+    return false;
+  }
+  return true;
+}
 
 std::array<int32_t, 4> whcn_sizes(const std::vector<int64_t>& sizes) {
   std::array<int32_t, 4> r{1, 1, 1, 1};
@@ -446,6 +477,7 @@ bool Graph::parse_values(const Payload& payload, const etkit::runtime::NamedData
   const etkit_vulkan::fb::VkGraph* g = payload.graph;
   const auto override_storage = g->storage_type_override();
   default_storage_ = override_storage == etkit_vulkan::fb::VkStorageType::TEXTURE_3D ? Storage::Texture : Storage::Buffer;
+  uint64_t tensor_bytes = 0;  // device memory the non-constant tensors claim (check_tensor_size)
 
   // constants
   if (g->constants() != nullptr) {
@@ -504,6 +536,13 @@ bool Graph::parse_values(const Payload& payload, const etkit::runtime::NamedData
       *error = "value " + std::to_string(i) + " is missing";
       return false;
     }
+    // A union whose type is set may still have no table (the verifier accepts that): every value_as_*()
+    // below is non-null once this holds.
+    if (fv->value_type() != etkit_vulkan::fb::GraphTypes::NONE && fv->value_type() != etkit_vulkan::fb::GraphTypes::Null &&
+        fv->value() == nullptr) {
+      *error = "value " + std::to_string(i) + " has a type but no table";
+      return false;
+    }
     switch (fv->value_type()) {
       case etkit_vulkan::fb::GraphTypes::NONE:
       case etkit_vulkan::fb::GraphTypes::Null: v.kind = Value::Kind::Null; break;
@@ -517,10 +556,18 @@ bool Graph::parse_values(const Payload& payload, const etkit::runtime::NamedData
         break;
       case etkit_vulkan::fb::GraphTypes::IntList:
         v.kind = Value::Kind::IntList;
+        if (!etkit::runtime::elements_aligned(fv->value_as_IntList()->items())) {
+          *error = "value " + std::to_string(i) + ": its int list is not 8-byte aligned (the payload is corrupted)";
+          return false;
+        }
         if (auto* items = fv->value_as_IntList()->items()) v.ints.assign(items->begin(), items->end());
         break;
       case etkit_vulkan::fb::GraphTypes::DoubleList:
         v.kind = Value::Kind::DoubleList;
+        if (!etkit::runtime::elements_aligned(fv->value_as_DoubleList()->items())) {
+          *error = "value " + std::to_string(i) + ": its double list is not 8-byte aligned (the payload is corrupted)";
+          return false;
+        }
         if (auto* items = fv->value_as_DoubleList()->items()) v.doubles.assign(items->begin(), items->end());
         break;
       case etkit_vulkan::fb::GraphTypes::BoolList:
@@ -551,6 +598,7 @@ bool Graph::parse_values(const Payload& payload, const etkit::runtime::NamedData
         if (ft->dims() != nullptr) {
           for (uint32_t d : *ft->dims()) t.max_sizes.push_back(d);
         }
+        if (!check_tensor_size(i, t.max_sizes, t.constant_id < 0, &tensor_bytes, error)) return false;
         t.sizes = t.max_sizes;
         if (t.constant_id >= 0 && static_cast<size_t>(t.constant_id) >= constants_.size()) {
           *error = "tensor value " + std::to_string(i) + " refers to constant " + std::to_string(t.constant_id) +

@@ -3,15 +3,16 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <unordered_set>
 #include <vector>
 
+#include "etkit/runtime/program.h"  // effective_memory_limit
 #include "xnn_types.h"
 
 namespace etkit_xnnpack {
 
-namespace fb = etkit_xnnpack::fb;
 using etkit::runtime::Error;
 using etkit::runtime::set_error;
 
@@ -27,6 +28,8 @@ struct NodeContext {
   size_t index;                          // position in XNNGraph.xnodes
   std::unordered_set<uint32_t>* written;  // serialized ids some node already writes
   std::unordered_set<uint32_t>* read_at_run_time;  // static values some node reads when it runs
+  std::unordered_set<uint32_t>* read;     // serialized ids some node reads
+  std::vector<uint32_t>* outputs;         // serialized ids this node writes
 
   const char* type_name() const { return fb::EnumNameXNodeUnion(node->xnode_union_type()); }
 
@@ -58,9 +61,21 @@ struct NodeContext {
     *out = &it->second;
     return Error::Ok;
   }
+  /// value() of an operand the node reads: a constant, an external input, or the output of an earlier node
+  /// (XNNPACK's optimizer assumes the nodes come in that order and aborts on a graph that breaks it).
+  Error input(uint32_t serialized_id, const char* role, const ValueInfo** out) const {
+    ETKIT_CHECK_OK(value(serialized_id, role, out));
+    if (!(*out)->is_static && !(*out)->is_external_input && written->count(serialized_id) == 0) {
+      return fail(Error::InvalidProgram,
+                  "%s refers to value id %u, which is neither a constant nor an external input and no earlier node "
+                  "writes it", role, serialized_id);
+    }
+    read->insert(serialized_id);
+    return Error::Ok;
+  }
   Error id(uint32_t serialized_id, const char* role, uint32_t* out) const {
     const ValueInfo* info = nullptr;
-    ETKIT_CHECK_OK(value(serialized_id, role, &info));
+    ETKIT_CHECK_OK(input(serialized_id, role, &info));
     if (info->is_static) read_at_run_time->insert(serialized_id);
     *out = info->xnn_id;
     return Error::Ok;
@@ -69,7 +84,7 @@ struct NodeContext {
   /// constant bytes are not read afterwards.
   Error packed_id(uint32_t serialized_id, const char* role, uint32_t* out) const {
     const ValueInfo* info = nullptr;
-    ETKIT_CHECK_OK(value(serialized_id, role, &info));
+    ETKIT_CHECK_OK(input(serialized_id, role, &info));
     *out = info->xnn_id;
     return Error::Ok;
   }
@@ -86,6 +101,7 @@ struct NodeContext {
       return fail(Error::InvalidProgram, "%s refers to value id %u, which an earlier node already writes", role,
                   serialized_id);
     }
+    outputs->push_back(serialized_id);
     *out = info->xnn_id;
     return Error::Ok;
   }
@@ -254,23 +270,143 @@ Error define_scaled_dot_product_attention(const NodeContext& ctx, const NodeKind
                    "xnn_define_scaled_dot_product_attention");
 }
 
+// ----------------------------------------------------------------------------- 2-D windows (NHWC)
+
+/// The geometry of a convolution or pooling node. Checked against the operands' declared dims before
+/// XNNPACK sees it: XNNPACK sizes indirection buffers and packs weights from these numbers and trusts
+/// them, so a payload whose kernel, padding or stride disagree with its tensors would make it allocate
+/// without bound or read past a filter.
+struct Window {
+  uint32_t pad_top, pad_right, pad_bottom, pad_left;
+  uint32_t kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w;
+  bool transposed = false;  // a deconvolution: stride upsamples
+  uint32_t adjustment_h = 0, adjustment_w = 0;
+  uint32_t flags = 0;
+};
+
+/// Output extent of a window along one axis, or -1 when the window does not fit.
+int64_t window_extent(uint64_t in, uint32_t pad_a, uint32_t pad_b, uint32_t kernel, uint32_t stride,
+                      uint32_t dilation, bool transposed, uint32_t adjustment, bool same_padding) {
+  const uint64_t effective = (static_cast<uint64_t>(kernel) - 1) * dilation + 1;
+  if (transposed) {
+    const int64_t out = static_cast<int64_t>(stride * (in == 0 ? 0 : in - 1) + adjustment + effective) -
+                        static_cast<int64_t>(pad_a) - pad_b;
+    return out > 0 ? out : -1;
+  }
+  if (same_padding) return static_cast<int64_t>((in + stride - 1) / stride);
+  const uint64_t padded = in + pad_a + pad_b;
+  if (padded < effective) return -1;
+  return static_cast<int64_t>((padded - effective) / stride + 1);
+}
+
+Error check_window(const NodeContext& ctx, const ValueInfo& in, const ValueInfo& out, const Window& w) {
+  if (in.rank != 4 || out.rank != 4) {
+    return ctx.fail(Error::InvalidProgram, "input and output must be NHWC tensors (rank 4), not rank %u and %u",
+                    in.rank, out.rank);
+  }
+  if (w.kernel_h == 0 || w.kernel_w == 0 || w.stride_h == 0 || w.stride_w == 0 || w.dilation_h == 0 ||
+      w.dilation_w == 0 || w.kernel_h > (1u << 16) || w.kernel_w > (1u << 16) || w.dilation_h > (1u << 16) ||
+      w.dilation_w > (1u << 16) || w.stride_h > (1u << 16) || w.stride_w > (1u << 16)) {
+    return ctx.fail(Error::InvalidProgram,
+                    "kernel %ux%u, stride %ux%u, dilation %ux%u: each must be in [1, 65536]", w.kernel_h, w.kernel_w,
+                    w.stride_h, w.stride_w, w.dilation_h, w.dilation_w);
+  }
+  const bool same = (w.flags & XNN_FLAG_TENSORFLOW_SAME_PADDING) != 0;
+  const int64_t oh = window_extent(in.dims[1], w.pad_top, w.pad_bottom, w.kernel_h, w.stride_h, w.dilation_h,
+                                   w.transposed, w.adjustment_h, same);
+  const int64_t ow = window_extent(in.dims[2], w.pad_left, w.pad_right, w.kernel_w, w.stride_w, w.dilation_w,
+                                   w.transposed, w.adjustment_w, same);
+  if (in.dims[0] != out.dims[0] || oh != static_cast<int64_t>(out.dims[1]) || ow != static_cast<int64_t>(out.dims[2])) {
+    return ctx.fail(Error::InvalidProgram,
+                    "a %ux%u window (stride %ux%u, dilation %ux%u, padding t%u r%u b%u l%u) over an input of "
+                    "N=%zu H=%zu W=%zu gives N=%zu H=%lld W=%lld, but the output is declared N=%zu H=%zu W=%zu",
+                    w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w, w.pad_top,
+                    w.pad_right, w.pad_bottom, w.pad_left, in.dims[0], in.dims[1], in.dims[2], in.dims[0],
+                    static_cast<long long>(oh), static_cast<long long>(ow), out.dims[0], out.dims[1], out.dims[2]);
+  }
+  // XNNPACK's indirection buffer holds a pointer per output pixel and kernel tap.
+  const uint64_t limit = etkit::runtime::effective_memory_limit();
+  const double taps = static_cast<double>(out.dims[0]) * static_cast<double>(out.dims[1]) *
+                      static_cast<double>(out.dims[2]) * w.kernel_h * w.kernel_w * sizeof(void*);
+  if (taps > static_cast<double>(limit)) {
+    return ctx.fail(Error::MemoryAllocationFailed,
+                    "a %ux%u window over a %zux%zu output needs %.0f bytes of indirection, more than the memory "
+                    "limit of %llu bytes (etkit::runtime::set_memory_limit)", w.kernel_h, w.kernel_w, out.dims[1],
+                    out.dims[2], taps, static_cast<unsigned long long>(limit));
+  }
+  return Error::Ok;
+}
+
+/// A value's dims as declared must be exactly `expected` (a filter or bias against its node's geometry).
+Error check_dims(const NodeContext& ctx, const ValueInfo& v, const char* role, std::initializer_list<size_t> expected) {
+  bool same = v.rank == expected.size();
+  size_t d = 0;
+  for (size_t e : expected) same = same && v.dims[d++] == e;
+  if (same) return Error::Ok;
+  char want[96] = "", have[96] = "";
+  size_t n = 0;
+  for (size_t e : expected) n += std::snprintf(want + n, sizeof(want) - n, n ? ", %zu" : "%zu", e);
+  n = 0;
+  for (uint32_t k = 0; k < v.rank && n < sizeof(have); ++k) {
+    n += std::snprintf(have + n, sizeof(have) - n, k ? ", %zu" : "%zu", v.dims[k]);
+  }
+  return ctx.fail(Error::InvalidProgram, "%s has dims [%s]; the node's geometry needs [%s]", role, have, want);
+}
+
 // ----------------------------------------------------------------------------- convolutions (NHWC)
 
 struct ConvIds {
   uint32_t input, filter, bias, output;
 };
 
-Error conv_ids(const NodeContext& ctx, const fb::_XNNNodeConv* n, ConvIds* ids) {
+enum class ConvKind { Regular, Depthwise, Transposed };
+
+/// The operands of a convolution, checked against its geometry: input channels = groups x
+/// group_input_channels, output channels = groups x group_output_channels, the filter's dims as XNNPACK
+/// packs them ([OC, KH, KW, IC/groups]; depthwise [1, KH, KW, OC]) and the bias [OC].
+Error conv_ids(const NodeContext& ctx, const fb::_XNNNodeConv* n, ConvKind kind, ConvIds* ids) {
   ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input", &ids->input));
   ETKIT_CHECK_OK(ctx.packed_id(n->filter_id(), "filter", &ids->filter));
   ETKIT_CHECK_OK(ctx.optional_packed_id(n->bias_id(), "bias", &ids->bias));
-  return ctx.output(n->output_id(), "output", &ids->output);
+  ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &ids->output));
+  const ValueInfo *in = nullptr, *filter = nullptr, *out = nullptr;
+  ETKIT_CHECK_OK(ctx.value(n->input1_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.value(n->filter_id(), "filter", &filter));
+  ETKIT_CHECK_OK(ctx.value(n->output_id(), "output", &out));
+  Window w{n->padding_top(), n->padding_right(), n->padding_bottom(), n->padding_left(), n->kernel_height(),
+           n->kernel_width(), n->subsampling_height(), n->subsampling_width(), n->dilation_height(),
+           n->dilation_width()};
+  w.transposed = kind == ConvKind::Transposed;
+  w.adjustment_h = n->adjustment_height();
+  w.adjustment_w = n->adjustment_width();
+  w.flags = n->flags();
+  ETKIT_CHECK_OK(check_window(ctx, *in, *out, w));
+  const uint64_t groups = n->groups(), gic = n->group_input_channels(), goc = n->group_output_channels();
+  const uint64_t in_channels = kind == ConvKind::Depthwise ? groups : groups * gic;
+  const uint64_t out_channels = groups * goc;
+  if (groups == 0 || in->dims[3] != in_channels || out->dims[3] != out_channels) {
+    return ctx.fail(Error::InvalidProgram,
+                    "groups %u x group_input_channels %u / group_output_channels %u disagree with the input's %zu "
+                    "and the output's %zu channels", n->groups(), n->group_input_channels(),
+                    n->group_output_channels(), in->dims[3], out->dims[3]);
+  }
+  if (kind == ConvKind::Depthwise) {
+    ETKIT_CHECK_OK(check_dims(ctx, *filter, "filter", {1, n->kernel_height(), n->kernel_width(), out_channels}));
+  } else {
+    ETKIT_CHECK_OK(check_dims(ctx, *filter, "filter", {out_channels, n->kernel_height(), n->kernel_width(), gic}));
+  }
+  if (n->bias_id() != XNN_INVALID_VALUE_ID) {
+    const ValueInfo* bias = nullptr;
+    ETKIT_CHECK_OK(ctx.value(n->bias_id(), "bias", &bias));
+    ETKIT_CHECK_OK(check_dims(ctx, *bias, "bias", {out_channels}));
+  }
+  return Error::Ok;
 }
 
 Error define_conv2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNNodeConv>();
   ConvIds ids;
-  ETKIT_CHECK_OK(conv_ids(ctx, n, &ids));
+  ETKIT_CHECK_OK(conv_ids(ctx, n, ConvKind::Regular, &ids));
   return ctx.check(
       xnn_define_convolution_2d(ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(),
                                 n->padding_left(), n->kernel_height(), n->kernel_width(), n->subsampling_height(),
@@ -290,7 +426,7 @@ Error define_depthwise_conv2d(const NodeContext& ctx, const NodeKind&) {
                     n->group_output_channels(), n->group_input_channels());
   }
   ConvIds ids;
-  ETKIT_CHECK_OK(conv_ids(ctx, n, &ids));
+  ETKIT_CHECK_OK(conv_ids(ctx, n, ConvKind::Depthwise, &ids));
   const uint32_t depth_multiplier = n->group_output_channels() / n->group_input_channels();
   return ctx.check(xnn_define_depthwise_convolution_2d(
                        ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(), n->padding_left(),
@@ -304,7 +440,7 @@ Error define_depthwise_conv2d(const NodeContext& ctx, const NodeKind&) {
 Error define_conv_transpose2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNNodeConv>();
   ConvIds ids;
-  ETKIT_CHECK_OK(conv_ids(ctx, n, &ids));
+  ETKIT_CHECK_OK(conv_ids(ctx, n, ConvKind::Transposed, &ids));
   return ctx.check(xnn_define_deconvolution_2d(
                        ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(), n->padding_left(),
                        n->adjustment_height(), n->adjustment_width(), n->kernel_height(), n->kernel_width(),
@@ -316,11 +452,32 @@ Error define_conv_transpose2d(const NodeContext& ctx, const NodeKind&) {
 
 // ----------------------------------------------------------------------------- pooling (NHWC)
 
+/// A pooling node's geometry against its input and output (check_window). Average pooling has no dilation.
+Error check_pooling(const NodeContext& ctx, uint32_t input_id, uint32_t output_id, const Window& w) {
+  const ValueInfo *in = nullptr, *out = nullptr;
+  ETKIT_CHECK_OK(ctx.value(input_id, "input", &in));
+  ETKIT_CHECK_OK(ctx.value(output_id, "output", &out));
+  ETKIT_CHECK_OK(check_window(ctx, *in, *out, w));
+  if (in->dims[3] != out->dims[3]) {
+    return ctx.fail(Error::InvalidProgram, "input has %zu channels, output %zu", in->dims[3], out->dims[3]);
+  }
+  return Error::Ok;
+}
+
+Window pooling_window(const fb::_XNNPooling2D* n, bool dilated) {
+  Window w{n->padding_top(), n->padding_right(), n->padding_bottom(), n->padding_left(), n->pooling_height(),
+           n->pooling_width(), n->stride_height(), n->stride_width(), dilated ? n->dilation_height() : 1u,
+           dilated ? n->dilation_width() : 1u};
+  w.flags = n->flags();
+  return w;
+}
+
 Error define_avg_pooling2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNPooling2D>();
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(check_pooling(ctx, n->input_id(), n->output_id(), pooling_window(n, false)));
   return ctx.check(xnn_define_average_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(),
                                                  n->padding_bottom(), n->padding_left(), n->pooling_height(),
                                                  n->pooling_width(), n->stride_height(), n->stride_width(),
@@ -333,6 +490,7 @@ Error define_max_pooling2d(const NodeContext& ctx, const NodeKind&) {
   uint32_t in, out;
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
+  ETKIT_CHECK_OK(check_pooling(ctx, n->input_id(), n->output_id(), pooling_window(n, true)));
   return ctx.check(xnn_define_max_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(), n->padding_bottom(),
                                              n->padding_left(), n->pooling_height(), n->pooling_width(),
                                              n->stride_height(), n->stride_width(), n->dilation_height(),
@@ -347,6 +505,11 @@ Error define_argmax_pooling2d(const NodeContext& ctx, const NodeKind&) {
   ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
   ETKIT_CHECK_OK(ctx.output(n->output_value_id(), "output_value", &values_out));
   ETKIT_CHECK_OK(ctx.output(n->output_index_id(), "output_index", &index_out));
+  // Non-overlapping windows: the stride is the pooling size.
+  Window w{n->padding_top(), n->padding_right(), n->padding_bottom(), n->padding_left(), n->pooling_height(),
+           n->pooling_width(), n->pooling_height(), n->pooling_width(), 1, 1};
+  w.flags = n->flags();
+  ETKIT_CHECK_OK(check_pooling(ctx, n->input_id(), n->output_value_id(), w));
   return ctx.check(xnn_define_argmax_pooling_2d(ctx.subgraph, n->padding_top(), n->padding_right(),
                                                 n->padding_bottom(), n->padding_left(), n->pooling_height(),
                                                 n->pooling_width(), in, values_out, index_out, n->flags()),
@@ -363,7 +526,7 @@ Error define_global_avg_pooling2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNNode1x1>();
   const ValueInfo* input = nullptr;
   uint32_t out;
-  ETKIT_CHECK_OK(ctx.value(n->input_id(), "input", &input));
+  ETKIT_CHECK_OK(ctx.input(n->input_id(), "input", &input));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   if (input->rank < 3) {
     return ctx.fail(Error::InvalidProgram, "input has rank %u, need at least 3 (N..., H, W, C)", input->rank);
@@ -425,7 +588,7 @@ Error define_static_constant_pad(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::XNNStaticConstantPad>();
   const ValueInfo* input = nullptr;
   uint32_t out;
-  ETKIT_CHECK_OK(ctx.value(n->input_id(), "input", &input));
+  ETKIT_CHECK_OK(ctx.input(n->input_id(), "input", &input));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   std::vector<size_t> pre = to_sizes(n->pre_paddings());
   std::vector<size_t> post = to_sizes(n->post_paddings());
@@ -548,10 +711,11 @@ const NodeKind* find_kind(U type) {
 Error define_nodes(xnn_subgraph_t subgraph, const fb::XNNGraph* graph, const ValueTable& values,
                    std::unordered_set<uint32_t>* read_at_run_time) {
   const auto* xnodes = graph->xnodes();
-  std::unordered_set<uint32_t> written;
+  std::unordered_set<uint32_t> written, read;
+  std::vector<std::vector<uint32_t>> outputs(xnodes->size());
   for (uint32_t i = 0; i < xnodes->size(); ++i) {
     const fb::XNode* node = xnodes->Get(i);
-    NodeContext ctx{subgraph, values, node, i, &written, read_at_run_time};
+    NodeContext ctx{subgraph, values, node, i, &written, read_at_run_time, &read, &outputs[i]};
     const NodeKind* kind = find_kind(node->xnode_union_type());
     if (kind == nullptr || node->xnode_union() == nullptr) {
       return ctx.fail(Error::NotImplemented,
@@ -560,6 +724,18 @@ Error define_nodes(xnn_subgraph_t subgraph, const fb::XNNGraph* graph, const Val
                       static_cast<int>(node->xnode_union_type()));
     }
     ETKIT_CHECK_OK(kind->define(ctx, *kind));
+  }
+  // A node whose outputs nobody reads and the caller does not bind: XNNPACK's optimizer deletes it but keeps
+  // counting it as its inputs' consumer, then aborts the process. Such a graph is refused here.
+  for (uint32_t i = 0; i < xnodes->size(); ++i) {
+    bool used = false;
+    for (uint32_t id : outputs[i]) used = used || read.count(id) != 0 || values.at(id).is_external_output;
+    if (!used) {
+      NodeContext ctx{subgraph, values, xnodes->Get(i), i, &written, read_at_run_time, &read, &outputs[i]};
+      return ctx.fail(Error::InvalidProgram,
+                      "no later node reads its output%s and none is an external output (a dead node)",
+                      outputs[i].size() == 1 ? "" : "s");
+    }
   }
   return Error::Ok;
 }

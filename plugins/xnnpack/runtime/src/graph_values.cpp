@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "etkit/runtime/program.h"  // effective_memory_limit
 #include "xnn_types.h"
 
 namespace etkit_xnnpack {
 
-namespace fb = etkit_xnnpack::fb;
 using etkit::runtime::Error;
 using etkit::runtime::FreeableBuffer;
 using etkit::runtime::NamedDataMap;
@@ -32,6 +32,7 @@ struct ValueContext {
   DelegateState& state;
   size_t index = 0;       // position in XNNGraph.xvalues
   uint32_t id_out = 0;
+  uint64_t value_bytes = 0;  // sum over the values without data so far (XNNPACK's workspace holds them)
 
   Error fail(Error code, const char* format, ...) const
 #if defined(__GNUC__)
@@ -136,7 +137,7 @@ template <typename T>
 const T* own_scales(ValueContext& ctx, const void* bytes, size_t count, int32_t storage,
                     std::vector<std::vector<T>>& owned) {
   owned.emplace_back(count);
-  std::memcpy(owned.back().data(), bytes, count * sizeof(T));
+  if (count != 0) std::memcpy(owned.back().data(), bytes, count * sizeof(T));
   if (storage >= 0) ctx.state.named_data[static_cast<size_t>(storage)].Free();
   return owned.back().data();
 }
@@ -176,7 +177,15 @@ void copy_constant(ValueContext& ctx, size_t nbytes, TensorDesc& desc) {
   ctx.state.owned_constants.push_back(std::move(copy));
 }
 
+/// "[2, 3, 4]" for a message.
+std::string dims_text(const std::vector<size_t>& dims) {
+  std::string text = "[";
+  for (size_t d = 0; d < dims.size(); ++d) text += (d ? ", " : "") + std::to_string(dims[d]);
+  return text + "]";
+}
+
 Error describe_tensor(ValueContext& ctx, const fb::XNNTensorValue* tensor, TensorDesc& desc) {
+  const uint64_t limit = etkit::runtime::effective_memory_limit();
   desc.tensor = tensor;
   desc.datatype = to_xnn_datatype(tensor->datatype());
   if (desc.datatype == xnn_datatype_invalid) {
@@ -195,7 +204,20 @@ Error describe_tensor(ValueContext& ctx, const fb::XNNTensorValue* tensor, Tenso
     for (uint32_t d : *tensor->dims()) {
       desc.dims.push_back(d);
       desc.numel *= d;
+      if (desc.numel > limit) break;  // checked below; no overflow on the way
     }
+  }
+  // A value may not make XNNPACK allocate more than the runtime may use (set_memory_limit), alone or with
+  // the other values of the graph that have no data of their own (XNNPACK plans memory for all of them).
+  const uint64_t nbytes = desc.numel > limit ? limit + 1 : dense_nbytes(desc.datatype, desc.numel);
+  if (tensor->constant_buffer_idx() == 0) ctx.value_bytes += nbytes;
+  if (nbytes > limit || ctx.value_bytes > limit) {
+    const std::string need = nbytes > limit ? "more than " + std::to_string(limit) : std::to_string(nbytes);
+    return ctx.fail(Error::MemoryAllocationFailed,
+                    "its dims %s need %s bytes (the graph's values without data: %llu bytes so far); the memory "
+                    "limit is %llu bytes (etkit::runtime::set_memory_limit)",
+                    dims_text(desc.dims).c_str(), need.c_str(), static_cast<unsigned long long>(ctx.value_bytes),
+                    static_cast<unsigned long long>(limit));
   }
   if (tensor->constant_buffer_idx() != 0) {
     size_t need = dense_nbytes(desc.datatype, desc.numel);
@@ -290,6 +312,10 @@ Error define_per_channel_group(ValueContext& ctx, const TensorDesc& desc, const 
 Error define_quantized(ValueContext& ctx, const TensorDesc& desc, const fb::XNNQuantizedTensorValue* qvalue,
                        uint32_t* id) {
   const fb::XNNTensorValue* t = desc.tensor;
+  if (qvalue->quant_params() == nullptr) {  // the union's type may be set without its table
+    return ctx.fail(Error::InvalidProgram, "quant_params (type %d) holds no table",
+                    static_cast<int>(qvalue->quant_params_type()));
+  }
   switch (qvalue->quant_params_type()) {
     case fb::XNNQuantParams::PerTensorQuant: {
       const auto* q = qvalue->quant_params_as_PerTensorQuant();
@@ -374,8 +400,8 @@ Error define_one_value(ValueContext& ctx, const fb::XValue* value, ValueTable& v
       tensor = value->xvalue_union_as_XNNTensorValue();
       break;
     case fb::XValueUnion::XNNQuantizedTensorValue:
-      qvalue = value->xvalue_union_as_XNNQuantizedTensorValue();
-      tensor = qvalue->tensor_value();
+      qvalue = value->xvalue_union_as_XNNQuantizedTensorValue();  // null when the union has a type but no table
+      tensor = qvalue != nullptr ? qvalue->tensor_value() : nullptr;
       break;
     default:
       break;
@@ -402,8 +428,11 @@ Error define_one_value(ValueContext& ctx, const fb::XValue* value, ValueTable& v
                              "xnn_define_tensor_value"));
   }
   ETKIT_CHECK_OK(record_external(ctx, desc));
-  values[ctx.id_out] = ValueInfo{id, static_cast<uint32_t>(desc.dims.size()), desc.datatype, desc.data != nullptr,
-                                 (tensor->flags() & XNN_VALUE_FLAG_EXTERNAL_INPUT) != 0, desc.storage, desc.owned};
+  ValueInfo& info = values[ctx.id_out];
+  info = ValueInfo{id, static_cast<uint32_t>(desc.dims.size()), desc.datatype, desc.data != nullptr,
+                   (tensor->flags() & XNN_VALUE_FLAG_EXTERNAL_INPUT) != 0, desc.storage, desc.owned};
+  info.is_external_output = (tensor->flags() & XNN_VALUE_FLAG_EXTERNAL_OUTPUT) != 0;
+  std::copy(desc.dims.begin(), desc.dims.end(), info.dims);  // rank <= XNN_MAX_TENSOR_DIMS (describe_tensor)
   return Error::Ok;
 }
 

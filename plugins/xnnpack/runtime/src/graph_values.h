@@ -27,6 +27,8 @@ struct ValueInfo {
   bool is_external_input = false;  // bound by the caller as an input
   int32_t storage = kNoStorage;    // where its constant bytes live (kNoStorage, kPayloadStorage, or an index)
   int32_t owned = -1;              // index of its copy in DelegateState::owned_constants (small constants)
+  size_t dims[XNN_MAX_TENSOR_DIMS] = {};  // declared dims (the first `rank`; upper bounds of dynamic ones)
+  bool is_external_output = false;        // bound by the caller as an output
 };
 
 /// Serialized value id (XNNTensorValue.id_out) -> defined value.

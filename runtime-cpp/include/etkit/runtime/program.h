@@ -134,5 +134,8 @@ class Program final {
 void set_memory_limit(uint64_t bytes);
 /// The limit set by set_memory_limit (0: the machine's RAM).
 uint64_t memory_limit();
+/// The limit in force, in bytes: memory_limit(), or the machine's RAM when none was set. Delegates bound
+/// what a payload may make them allocate (declared tensor sizes, workspaces) by it too.
+uint64_t effective_memory_limit();
 
 }  // namespace etkit::runtime

@@ -1,0 +1,277 @@
+"""Build and run etkit's libFuzzer targets (docs/fuzzing.md); what `make fuzz` runs.
+
+    python scripts/fuzz.py [--seconds N | --runs N] [--targets fuzz_program,fuzz_xnnpack,...] [--jobs J]
+                           [--replay-only]
+
+For each target: build it with clang, -fsanitize=fuzzer,address,undefined (one CMake tree per source
+tree under build/fuzz/), generate its seed corpus from real lowered programs (scripts/fuzz_corpus.py,
+once, into build/fuzz/corpus/), replay every input kept under its regressions/ directory, then fuzz for
+N seconds (or, with --runs, until N executions: the long run), growing build/fuzz/work/<target>/ (kept between runs, so coverage accumulates).
+
+Prints one row per target: executions, executions per second, coverage (edges and features, as
+libFuzzer counts them), corpus size, regression inputs replayed and crashes. A crash, leak, timeout or
+out-of-memory input is written to build/fuzz/artifacts/<target>/ and fails the run (exit 1); once its root
+cause is fixed, copy the input into the target's regressions/ directory so every later run replays it.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build" / "fuzz"
+VENV = Path(os.environ.get("ETKIT_VENV", ROOT / ".venv"))
+PY = VENV / "bin" / "python"
+CLANG, CLANGXX = "clang-14", "clang++-14"
+FLAGS = ("-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all "
+         "-fno-omit-frame-pointer -g")
+# libFuzzer's limits per input: a larger allocation or RSS, or a slower input, is a finding.
+RSS_LIMIT_MB = 2560
+TIMEOUT_S = 25
+# Leaks are findings; a sanitizer report exits with libFuzzer's crash status.
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:allocator_may_return_null=0",
+                 "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+                 "LSAN_OPTIONS": f"suppressions={ROOT / 'fuzz' / 'lsan.supp'}"}
+# A target still running this long after its -max_total_time is hung (libFuzzer's -timeout did not fire).
+GRACE_S = 180
+
+
+@dataclass
+class Tree:
+    """One CMake tree built for fuzzing: a source directory and the options that switch its targets on."""
+    source: Path
+    args: list = field(default_factory=list)
+
+
+@dataclass
+class Target:
+    name: str
+    tree: str
+    binary: str  # relative to the tree's build directory
+    home: Path   # holds <name>.dict and regressions/
+
+
+def _site() -> Path:
+    out = subprocess.run([str(PY), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    return Path(out)
+
+
+def _xnnpack_prefix() -> str:
+    path = VENV / "xnnpack-prefix"
+    if not path.is_file():
+        sys.exit("fuzz.py: no XNNPACK build ($(VENV)/xnnpack-prefix): run `make xnnpack install` first")
+    return path.read_text().strip()
+
+
+def trees() -> dict[str, Tree]:
+    site = _site()
+    xnnpack = _xnnpack_prefix()
+    return {
+        "runtime": Tree(ROOT / "runtime-cpp", [
+            "-DETKIT_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={xnnpack};{site / 'etkit_xnnpack'}",
+            "-DETKIT_FUZZ_PACKAGES=etkit_xnnpack",
+            "-DETKIT_FUZZ_BACKENDS=etkit_xnnpack::delegate=etkit_xnnpack_register_backends"]),
+        "xnnpack": Tree(ROOT / "plugins" / "xnnpack", [
+            "-DETKIT_XNNPACK_BUILD_FUZZ=ON", f"-DXNNPACK_ROOT={xnnpack}", f"-DCMAKE_PREFIX_PATH={site / 'etkit'}"]),
+        "vulkan": Tree(ROOT / "plugins" / "vulkan", [
+            "-DETKIT_VULKAN_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={site / 'etkit'}"]),
+        "qnn": Tree(ROOT / "plugins" / "qnn", [
+            "-DETKIT_QNN_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={site / 'etkit'}"]),
+        "ethosu": Tree(ROOT / "plugins" / "ethosu" / "runtime", [
+            "-DETKIT_ETHOSU_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={site / 'etkit'}"]),
+        "coreml": Tree(ROOT / "plugins" / "coreml" / "runtime", ["-DETKIT_COREML_BUILD_FUZZ=ON"]),
+    }
+
+
+TARGETS = [
+    # fuzz_program's data (dictionary, regressions) names backends, so it lives outside runtime-cpp/.
+    Target("fuzz_program", "runtime", "fuzz/fuzz_program", ROOT / "fuzz" / "program"),
+    Target("fuzz_xnnpack", "xnnpack", "fuzz_xnnpack", ROOT / "plugins" / "xnnpack" / "runtime" / "fuzz"),
+    Target("fuzz_vulkan", "vulkan", "fuzz_vulkan", ROOT / "plugins" / "vulkan" / "runtime" / "fuzz"),
+    Target("fuzz_qnn_payload", "qnn", "fuzz_qnn_payload", ROOT / "plugins" / "qnn" / "runtime" / "fuzz"),
+    Target("fuzz_ethosu", "ethosu", "fuzz_ethosu", ROOT / "plugins" / "ethosu" / "runtime" / "fuzz"),
+    Target("fuzz_coreml_payload", "coreml", "fuzz_coreml_payload", ROOT / "plugins" / "coreml" / "runtime" / "fuzz"),
+]
+
+
+def _run(cmd, **kw) -> None:
+    proc = subprocess.run(cmd, **kw)
+    if proc.returncode != 0:
+        sys.exit(f"fuzz.py: failed ({proc.returncode}): {' '.join(map(str, cmd))}")
+
+
+def check_toolchain() -> None:
+    missing = [c for c in (CLANG, CLANGXX) if shutil.which(c) is None]
+    fuzzer_rt = list(Path("/usr/lib").glob("llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a"))
+    if missing or not fuzzer_rt:
+        sys.exit(f"fuzz.py: needs {CLANGXX} and libFuzzer (Debian: clang-14 libclang-rt-14-dev); "
+                 f"run `make system` (scripts/setup_system.sh installs them)")
+
+
+def build(tree_name: str, tree: Tree, targets: list[str]) -> Path:
+    out = BUILD / tree_name
+    configured = out / ".configured-with"
+    args = [f"-DCMAKE_C_FLAGS={FLAGS}", f"-DCMAKE_CXX_FLAGS={FLAGS}", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+            f"-DPython_EXECUTABLE={PY}", *tree.args]
+    if not (out / "build.ninja").is_file() or not configured.is_file() or configured.read_text() != "\n".join(args):
+        env = {**os.environ, "CC": CLANG, "CXX": CLANGXX}
+        _run([str(VENV / "bin" / "cmake"), "-S", str(tree.source), "-B", str(out), "-G", "Ninja",
+              f"-DCMAKE_MAKE_PROGRAM={VENV / 'bin' / 'ninja'}", *args], env=env, stdout=subprocess.DEVNULL)
+        configured.write_text("\n".join(args))
+    jobs = os.environ.get("ETKIT_BUILD_JOBS", "2")
+    _run(["flock", "/tmp/etkit-build.lock", str(VENV / "bin" / "cmake"), "--build", str(out), "-j", jobs,
+          "--target", *targets], stdout=subprocess.DEVNULL)
+    return out
+
+
+def ensure_corpora(names: list[str]) -> None:
+    """Seeds are regenerated when scripts/fuzz_corpus.py changes (its hash is stamped beside them)."""
+    script = ROOT / "scripts" / "fuzz_corpus.py"
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    stale = [n for n in names if not (BUILD / "corpus" / n / ".stamp").is_file()
+             or (BUILD / "corpus" / n / ".stamp").read_text() != digest]
+    if stale:
+        _run([str(PY), str(script), str(BUILD / "corpus"), "--targets", ",".join(stale)])
+        for n in stale:
+            (BUILD / "corpus" / n / ".stamp").write_text(digest)
+
+
+@dataclass
+class Result:
+    target: str
+    seconds: float = 0.0
+    executions: int = 0
+    exec_per_s: int = 0
+    edges: int = 0
+    features: int = 0
+    corpus: int = 0
+    regressions: int = 0
+    crashes: list = field(default_factory=list)
+    note: str = ""
+
+
+def _stat(text: str, key: str) -> int:
+    m = re.search(rf"stat::{key}:\s*(\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
+def _artifacts(text: str) -> list[str]:
+    return re.findall(r"Test unit written to (\S+)", text)
+
+
+def run_target(target: Target, binary: Path, seconds: int, runs: int, replay_only: bool) -> Result:
+    result = Result(target.name)
+    env = {**os.environ, **SANITIZER_ENV}
+    regressions = sorted(p for p in (target.home / "regressions").glob("*") if p.is_file())
+    result.regressions = len(regressions)
+    limits = [f"-rss_limit_mb={RSS_LIMIT_MB}", f"-timeout={TIMEOUT_S}"]
+    if regressions:
+        proc = subprocess.run([str(binary), *limits, *map(str, regressions)], env=env, capture_output=True,
+                              text=True, errors="replace", timeout=GRACE_S + TIMEOUT_S * len(regressions))
+        if proc.returncode != 0:
+            log = BUILD / "artifacts" / target.name / "regressions.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(proc.stdout + proc.stderr)
+            result.crashes.append(f"a regression input fails again (log: {log})")
+            return result
+    if replay_only:
+        return result
+    work = BUILD / "work" / target.name
+    artifacts = BUILD / "artifacts" / target.name
+    work.mkdir(parents=True, exist_ok=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    dictionary = target.home / f"{target.name}.dict"
+    cmd = [str(binary), f"-max_total_time={seconds}", *([f"-runs={runs}"] if runs else []), "-print_final_stats=1",
+           *limits,
+           f"-artifact_prefix={artifacts}/", *([f"-dict={dictionary}"] if dictionary.is_file() else []),
+           str(work), str(BUILD / "corpus" / target.name)]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
+                              timeout=seconds + GRACE_S)
+    except subprocess.TimeoutExpired as hung:
+        text = (hung.stdout or b"").decode(errors="replace") + (hung.stderr or b"").decode(errors="replace")
+        (artifacts / "last_run.log").write_text(text)
+        result.crashes.append(f"hung: still running {GRACE_S} s after -max_total_time, killed "
+                              f"(log: {artifacts / 'last_run.log'})")
+        return result
+    result.seconds = time.monotonic() - start
+    text = proc.stdout + proc.stderr
+    (artifacts / "last_run.log").write_text(text)
+    result.executions = _stat(text, "number_of_executed_units")
+    result.exec_per_s = _stat(text, "average_exec_per_sec")
+    cov = re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", text)
+    if cov:
+        result.edges, result.features, result.corpus = map(int, cov[-1])
+    if proc.returncode != 0:
+        found = _artifacts(text)
+        result.crashes.extend(found or [f"exit {proc.returncode} (log: {artifacts / 'last_run.log'})"])
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=int, default=60, help="fuzzing time per target (default 60)")
+    parser.add_argument("--runs", type=int, default=0,
+                        help="stop each target after this many executions instead (the time limit becomes 4 h)")
+    parser.add_argument("--targets", default=",".join(t.name for t in TARGETS), help="comma-separated (default: all)")
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("ETKIT_BUILD_JOBS", "2")),
+                        help="targets fuzzed at once (one core each)")
+    parser.add_argument("--replay-only", action="store_true", help="build and replay the regressions only")
+    args = parser.parse_args(argv)
+    by_name = {t.name: t for t in TARGETS}
+    unknown = [n for n in args.targets.split(",") if n not in by_name]
+    if unknown:
+        parser.error(f"unknown targets {unknown}; known: {', '.join(by_name)}")
+    chosen = [by_name[n] for n in args.targets.split(",")]
+
+    check_toolchain()
+    all_trees = trees()
+    binaries = {}
+    for tree_name in dict.fromkeys(t.tree for t in chosen):
+        names = [t.name for t in chosen if t.tree == tree_name]
+        out = build(tree_name, all_trees[tree_name], names)
+        for t in chosen:
+            if t.tree == tree_name:
+                binaries[t.name] = out / t.binary
+    if not args.replay_only:
+        ensure_corpora([t.name for t in chosen])
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        seconds = 4 * 3600 if args.runs else args.seconds
+        results = list(pool.map(lambda t: run_target(t, binaries[t.name], seconds, args.runs, args.replay_only),
+                                chosen))
+
+    header = f"{'target':<22}{'seconds':>8}{'executions':>12}{'exec/s':>8}{'edges':>7}{'features':>9}" \
+             f"{'corpus':>7}{'regressions':>12}{'crashes':>8}"
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(f"{r.target:<22}{r.seconds:>8.0f}{r.executions:>12}{r.exec_per_s:>8}"
+              f"{r.edges:>7}{r.features:>9}{r.corpus:>7}{r.regressions:>12}{len(r.crashes):>8}")
+    print(f"({time.monotonic() - start:.0f} s with {args.jobs} at a time; logs and crash inputs in "
+          f"{BUILD / 'artifacts'})")
+    failed = [r for r in results if r.crashes]
+    for r in failed:
+        for c in r.crashes:
+            print(f"fuzz.py: {r.target}: {c}", file=sys.stderr)
+    if failed:
+        print("fuzz.py: reproduce with `<binary> <input>`; fix the root cause, then copy the input into the "
+              "target's regressions/ directory (docs/fuzzing.md)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
