@@ -16,7 +16,8 @@
 # Variables: VENV (default .venv), PYTHON3 (interpreter that makes the venv, default python3.11),
 #            PYTEST_ARGS (extra pytest arguments), NATIVE_CMAKE_ARGS (extra args for build/native),
 #            JOBS (build jobs, pytest workers and fuzz targets run at once, default 2),
-#            FUZZ_SECONDS (make fuzz: seconds per target, default 60).
+#            FUZZ_SECONDS (make fuzz: seconds per target, default 60), FUZZ_SEED (libFuzzer's seed, default 0:
+#            a new one each run; CI passes 1 so that its run is the same every time).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -231,8 +232,9 @@ test-sanitize: venv system install
 
 # ---- coverage-guided fuzzing (libFuzzer, clang-14) --------------------------------------------------
 FUZZ_SECONDS ?= 60
+FUZZ_SEED ?= 0
 fuzz: venv system xnnpack install
-	$(PY) scripts/fuzz.py --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
+	$(PY) scripts/fuzz.py --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --jobs $(JOBS)
 
 demo: venv system xnnpack install native
 	$(PY) examples/demo.py

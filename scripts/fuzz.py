@@ -169,7 +169,7 @@ def _artifacts(text: str) -> list[str]:
     return re.findall(r"Test unit written to (\S+)", text)
 
 
-def run_target(target: Target, binary: Path, seconds: int, runs: int, replay_only: bool) -> Result:
+def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int, replay_only: bool) -> Result:
     result = Result(target.name)
     env = {**os.environ, **SANITIZER_ENV}
     regressions = sorted(p for p in (target.home / "regressions").glob("*") if p.is_file())
@@ -191,7 +191,8 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, replay_onl
     work.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
     dictionary = target.home / f"{target.name}.dict"
-    cmd = [str(binary), f"-max_total_time={seconds}", *([f"-runs={runs}"] if runs else []), "-print_final_stats=1",
+    cmd = [str(binary), f"-max_total_time={seconds}", *([f"-runs={runs}"] if runs else []),
+           *([f"-seed={seed}"] if seed else []), "-print_final_stats=1",
            *limits,
            f"-artifact_prefix={artifacts}/", *([f"-dict={dictionary}"] if dictionary.is_file() else []),
            str(work), str(BUILD / "corpus" / target.name)]
@@ -227,6 +228,10 @@ def main(argv=None) -> int:
     parser.add_argument("--targets", default=",".join(t.name for t in TARGETS), help="comma-separated (default: all)")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("ETKIT_BUILD_JOBS", "2")),
                         help="targets fuzzed at once (one core each)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="libFuzzer's random seed (0: a new one each run). CI passes 1: from the same seeds and "
+                             "an empty work corpus, a run then explores the same inputs every time, so CI cannot fail "
+                             "on a finding no one has seen; the long run and `make fuzz` explore afresh")
     parser.add_argument("--replay-only", action="store_true", help="build and replay the regressions only")
     args = parser.parse_args(argv)
     by_name = {t.name: t for t in TARGETS}
@@ -250,8 +255,8 @@ def main(argv=None) -> int:
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         seconds = 4 * 3600 if args.runs else args.seconds
-        results = list(pool.map(lambda t: run_target(t, binaries[t.name], seconds, args.runs, args.replay_only),
-                                chosen))
+        results = list(pool.map(lambda t: run_target(t, binaries[t.name], seconds, args.runs, args.seed,
+                                                     args.replay_only), chosen))
 
     header = f"{'target':<22}{'seconds':>8}{'executions':>12}{'exec/s':>8}{'edges':>7}{'features':>9}" \
              f"{'corpus':>7}{'regressions':>12}{'crashes':>8}"

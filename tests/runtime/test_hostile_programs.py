@@ -223,3 +223,49 @@ def test_runner_refuses_out_of_range_arguments(etkit_runner, tmp_path, name, pro
                           text=True, timeout=60)
     assert proc.returncode == 1 and message in proc.stderr and "etkit_runner:" in proc.stderr, \
         (proc.returncode, proc.stderr)
+
+
+class CastToIntegers(torch.nn.Module):
+    def forward(self, x):
+        return x.to(torch.int64), x.to(torch.int32), x.to(torch.int16), x.to(torch.int8), x.to(torch.uint8)
+
+
+def test_float_to_integer_casts_of_nan_infinity_and_out_of_range_values_match_eager():
+    """C++ leaves a float -> integer cast of NaN or of a value outside the type undefined (UndefinedBehaviorSanitizer
+    stops there; fuzz regression nan-to-int16-cast); the portable kernels give what eager gives on x86."""
+    x = torch.tensor([float("nan"), float("inf"), float("-inf"), 3e9, -3e9, 1e20, 2.7, -2.7, 300.5, -129.0, 70000.0])
+    program = etkit.to_edge(torch.export.export(CastToIntegers(), (x,))).to_executorch().buffer
+    for got, want in zip(_load(program).execute([x]), CastToIntegers()(x)):
+        assert got.dtype == want.dtype and torch.equal(got, want), (got.dtype, got.tolist(), want.tolist())
+
+
+class Cat(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.cat([x, y])
+
+
+def _cat_with_none_in_its_tensor_list() -> bytes:
+    """Cat's program with the first element of its TensorList pointing at a None value (fuzz regression
+    none-in-tensor-list: kernels took it as a tensor)."""
+    from etkit.fb.EValue import EValueT
+    from etkit.fb.KernelTypes import KernelTypes
+    from etkit.fb.Null import NullT
+
+    contents = deserialize_pte(etkit.to_edge(torch.export.export(Cat(), (torch.ones(2), torch.ones(3))))
+                               .to_executorch().buffer)
+    plan = contents.program.executionPlan[0]
+    none = EValueT()
+    none.valType, none.val = KernelTypes.Null, NullT()
+    plan.values = [*plan.values, none]
+    (tensor_list,) = [v.val for v in plan.values if v.valType == KernelTypes.TensorList]
+    tensor_list.items = [len(plan.values) - 1, *list(tensor_list.items)[1:]]
+    return serialize_pte(contents)
+
+
+def test_none_in_a_tensor_list_is_refused_at_load():
+    x, y = torch.randn(2), torch.randn(3)
+    program = etkit.to_edge(torch.export.export(Cat(), (x, y))).to_executorch().buffer
+    (out,) = _load(program).execute([x, y])
+    assert torch.equal(out, torch.cat([x, y]))
+    with pytest.raises(EtkitRuntimeError, match=r"value \d+: tensor list element is not a Tensor"):
+        _load(_cat_with_none_in_its_tensor_list())

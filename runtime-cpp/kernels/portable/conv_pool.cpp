@@ -35,6 +35,13 @@ bool spatial_param(KernelRuntimeContext& ctx, const char* name, Span<const int64
   return true;
 }
 
+/// A convolution's bias is absent or has shape [OC] (read at oc * stride(0)).
+bool check_bias(KernelRuntimeContext& ctx, const char* name, const Tensor* bias, int64_t out_channels) {
+  if (bias == nullptr || (bias->dim() == 1 && bias->size(0) == out_channels)) return true;
+  return fail(ctx, Error::InvalidArgument, "%s: bias has %zu dims and %zu elements; it must have shape [%lld] (the "
+              "output channels)", name, bias->dim(), bias->numel(), (long long)out_channels);
+}
+
 int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
   int64_t num = in + 2 * pad - dil * (k - 1) - 1;
   int64_t out = (ceil_mode ? (num + stride - 1) / stride : num / stride) + 1;
@@ -111,11 +118,7 @@ void convolution_generic(KernelRuntimeContext& ctx, const char* name, const Tens
          (long long)C, (long long)groups);
     return;
   }
-  if (bias != nullptr && int64_t(bias->numel()) != OC) {
-    fail(ctx, Error::InvalidArgument, "%s: bias has %zu elements for %lld output channels", name, bias->numel(),
-         (long long)OC);
-    return;
-  }
+  if (!check_bias(ctx, name, bias, OC)) return;
   SizesType osz[5] = {SizesType(N), SizesType(OC), 1, 1, 1};
   int64_t isz[3], ksz[3], o_sp[3];
   for (size_t k = 0; k < ns; ++k) {
@@ -212,11 +215,7 @@ void convolution_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
          name, (long long)C, (long long)OC, (long long)ICg, (long long)groups);
     return;
   }
-  if (bias != nullptr && int64_t(bias->numel()) < OC) {
-    fail(ctx, Error::InvalidArgument, "%s: bias has %zu elements for %lld output channels", name, bias->numel(),
-         (long long)OC);
-    return;
-  }
+  if (!check_bias(ctx, name, bias, OC)) return;
   const int64_t sh = is1d ? 1 : stride[0], sw = stride[is1d ? 0 : 1];
   const int64_t ph = is1d ? 0 : pad[0], pw = pad[is1d ? 0 : 1];
   const int64_t dh = is1d ? 1 : dil[0], dw = dil[is1d ? 0 : 1];

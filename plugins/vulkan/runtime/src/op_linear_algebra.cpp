@@ -39,6 +39,10 @@ bool conv(Graph& g, int node, const std::vector<int>& a, bool with_clamp, std::s
       !g.bool_arg(a[6], &transposed, e) || !g.int_list(a[7], &out_pad, e) || !g.int_arg(a[8], &groups, e)) {
     return false;
   }
+  if (!window_params(stride, 1, "stride", e) || !window_params(padding, 0, "padding", e) ||
+      !window_params(dilation, 1, "dilation", e)) {
+    return false;
+  }
   const std::vector<int64_t> wshape = g.tensor_of(weight).max_sizes;
   if (transposed) {
     *e = "transposed convolution is not supported";

@@ -165,6 +165,10 @@ bool pool2d(Graph& g, int node, const std::vector<int>& a, std::string* e) {
     if (!g.bool_arg(a[4], &ceil_mode, e) || !g.bool_arg(a[5], &include_pad, e)) return false;
     if (!g.is_none(a[6]) && !g.int_arg(a[6], &divisor, e)) return false;
   }
+  if (!window_params(k, 1, "kernel size", e) || !window_params(s, 1, "stride", e) ||
+      !window_params(p, 0, "padding", e) || !window_params(d, 1, "dilation", e)) {
+    return false;
+  }
   int dp = 0;
   if (!g.add_dispatch(node, "pool2d", {out, in}, {}, spec_with(Max ? 0 : 1), &dp, e)) return false;
   g.node(node).configure = [&g, dp, in, out, k, s, p, d, ceil_mode, include_pad, divisor](std::string* err) {
@@ -197,7 +201,7 @@ bool adaptive_avg_pool2d(Graph& g, int node, const std::vector<int>& a, std::str
   const int in = a[0], out = a.back();
   if (!need_float_tensor(g, in, "self", e) || !need_float_tensor(g, out, "the output", e)) return false;
   std::vector<int64_t> size;
-  if (!pool_sizes(g, a[1], 2, &size, {}, e)) return false;
+  if (!pool_sizes(g, a[1], 2, &size, {}, e) || !window_params(size, 1, "output size", e)) return false;
   if (g.tensor_of(in).max_sizes.size() != 4) {
     *e = "only 4-D (N, C, H, W) inputs are supported";
     return false;

@@ -70,6 +70,18 @@ inline bool norm_dim(int64_t dim, size_t rank, int64_t* out, std::string* error)
 }
 
 /// Index 0..3 in (W, H, C, N) of dimension `dim` of a rank-`rank` tensor (3 for folded leading dims).
+/// A window parameter list (kernel size, stride, padding, dilation, output size) from the payload: every value
+/// in [lo, 2^20], so the size arithmetic of pooling and convolution cannot overflow.
+inline bool window_params(const std::vector<int64_t>& values, int64_t lo, const char* what, std::string* error) {
+  for (int64_t v : values) {
+    if (v < lo || v > (int64_t{1} << 20)) {
+      *error = std::string(what) + " value " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", 2^20]";
+      return false;
+    }
+  }
+  return true;
+}
+
 inline int whcn_axis(int64_t dim, size_t rank) {
   const int64_t k = static_cast<int64_t>(rank) - 1 - dim;
   return k > 3 ? 3 : static_cast<int>(k);
