@@ -96,6 +96,7 @@ def trees() -> dict[str, Tree]:
 TARGETS = [
     # fuzz_program's data (dictionary, regressions) names backends, so it lives outside runtime-cpp/.
     Target("fuzz_program", "runtime", "fuzz/fuzz_program", ROOT / "fuzz" / "program"),
+    Target("fuzz_bundled_program", "runtime", "fuzz/fuzz_bundled_program", ROOT / "fuzz" / "bundled_program"),
     Target("fuzz_xnnpack", "xnnpack", "fuzz_xnnpack", ROOT / "plugins" / "xnnpack" / "runtime" / "fuzz"),
     Target("fuzz_vulkan", "vulkan", "fuzz_vulkan", ROOT / "plugins" / "vulkan" / "runtime" / "fuzz"),
     Target("fuzz_qnn_payload", "qnn", "fuzz_qnn_payload", ROOT / "plugins" / "qnn" / "runtime" / "fuzz"),
@@ -172,7 +173,8 @@ def _artifacts(text: str) -> list[str]:
 def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int, replay_only: bool) -> Result:
     result = Result(target.name)
     env = {**os.environ, **SANITIZER_ENV}
-    regressions = sorted(p for p in (target.home / "regressions").glob("*") if p.is_file())
+    regressions = sorted(p for p in (target.home / "regressions").glob("*")
+                         if p.is_file() and not p.name.startswith("."))
     result.regressions = len(regressions)
     limits = [f"-rss_limit_mb={RSS_LIMIT_MB}", f"-timeout={TIMEOUT_S}"]
     if regressions:

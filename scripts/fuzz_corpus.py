@@ -9,6 +9,7 @@ Writes ``OUT_DIR/<target>/<seed>`` files (the directory is emptied first):
 - ``fuzz_xnnpack``, ``fuzz_vulkan``, ``fuzz_ethosu``: delegate-call cases in the layout
   ``runtime-cpp/fuzz/fuzz_delegate.cpp`` reads (the DelegateCall's tensor arguments, the delegate's compile
   specs, the program's named data, then the payload), one per delegate of the lowered programs.
+- ``fuzz_bundled_program``: ``.bpte`` files (two test cases each) of portable and XNNPACK programs.
 - ``fuzz_qnn_payload``, ``fuzz_coreml_payload``: the raw payloads (those targets read the payload alone).
 
 A plugin that cannot be imported is an error: a fuzz run without seeds for a target would look like one
@@ -106,6 +107,27 @@ def _portable_models():
         ("counter", Counter(), (torch.randn(1, 8), torch.tensor([1])), None),
         ("embed", Embed(), (torch.randint(0, 32, (2, 5)),), None),
     ]
+
+
+def _bundles():
+    """.bpte files: a model lowered to the portable kernels and to XNNPACK, two test cases each (eager outputs)."""
+    from etkit.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+    from etkit.devtools.bundled_program.core import BundledProgram
+    from etkit.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+    from etkit_xnnpack import XnnpackPartitioner
+
+    seeds = []
+    for name, model, inputs, _ in [_float_models()[0], _float_models()[2], _portable_models()[-1]]:
+        for backend, partitioners in (("portable", []), ("xnnpack", [XnnpackPartitioner()])):
+            torch.manual_seed(0)
+            ep = torch.export.export(model.eval(), tuple(inputs))
+            edge = etkit.to_edge_transform_and_lower(ep, partitioner=partitioners) if partitioners else etkit.to_edge(ep)
+            second = tuple(torch.randint_like(x, 0, 32) if not x.is_floating_point() else torch.randn_like(x)
+                           for x in inputs)
+            cases = [MethodTestCase(inputs=list(i), expected_outputs=model(*i)) for i in (inputs, second)]
+            bundle = BundledProgram(edge.to_executorch(), [MethodTestSuite(method_name="forward", test_cases=cases)])
+            seeds.append((f"{backend}_{name}", bytes(serialize_from_bundled_program_to_flatbuffer(bundle))))
+    return seeds
 
 
 def _lower(model, inputs, dynamic_shapes, partitioners) -> bytes:
@@ -249,6 +271,7 @@ def raw_payloads(pte: bytes, backend_id: str) -> list[bytes]:
 TARGETS = {
     "fuzz_program": lambda: [(f"portable_{n}", _lower(m, x, d, [])) for n, m, x, d in _portable_models()]
     + [(f"xnnpack_{n}", p) for n, p in _xnnpack_programs()],
+    "fuzz_bundled_program": _bundles,
     "fuzz_xnnpack": lambda: _cases(_xnnpack_programs(), "XnnpackBackend", delegate_cases),
     "fuzz_vulkan": lambda: _cases(_vulkan_programs(), "VulkanBackend", delegate_cases),
     "fuzz_ethosu": lambda: _cases(_ethosu_programs(), "EthosUBackend", delegate_cases),
