@@ -9,7 +9,7 @@
 #   make test-sanitize  the runtime, portable kernels, runner and C++ tests built with ASan+UBSan in
 #                   build/sanitize (ctest there and the runner's hostile-file tests), then the concurrency
 #                   test under ThreadSanitizer in build/tsan (CI runs it)
-#   make fuzz       build the libFuzzer targets (the program loader and each delegate's payload reader, clang,
+#   make fuzz       build the libFuzzer targets (the program and .bpte loaders, each delegate's payload reader; clang,
 #                   ASan+UBSan, build/fuzz), replay their regressions/ inputs, fuzz each for FUZZ_SECONDS
 #                   (default 60; CI runs this) and print executions, coverage and crashes (docs/fuzzing.md)
 #
