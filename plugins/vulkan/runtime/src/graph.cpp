@@ -125,23 +125,29 @@ std::array<int32_t, 4> whcn_sizes(const std::vector<int64_t>& sizes) {
   std::array<int32_t, 4> r{1, 1, 1, 1};
   const size_t n = sizes.size();
   for (size_t k = 0; k < n && k < 3; ++k) r[k] = static_cast<int32_t>(sizes[n - 1 - k]);
+  // Saturating: a tensor with a 0 among its last three dims may have leading dims whose product overflows.
   int64_t folded = 1;
-  for (size_t k = 3; k < n; ++k) folded *= sizes[n - 1 - k];
+  for (size_t k = 3; k < n; ++k) {
+    if (__builtin_mul_overflow(folded, sizes[n - 1 - k], &folded) || folded > INT32_MAX) folded = INT32_MAX;
+  }
   r[3] = static_cast<int32_t>(folded);
   return r;
 }
 
-int64_t VTensor::numel() const {
+namespace {
+/// The product of `dims`, 0 when any dim is 0. check_tensor_size bounds the product of a tensor's planned
+/// dims when none is 0; a 0 anywhere must short-circuit, or the dims before it could overflow int64.
+int64_t dims_product(const std::vector<int64_t>& dims) {
+  if (std::find(dims.begin(), dims.end(), int64_t{0}) != dims.end()) return 0;
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t d : dims) n *= d;
   return n;
 }
+}  // namespace
 
-int64_t VTensor::max_numel() const {
-  int64_t n = 1;
-  for (int64_t s : max_sizes) n *= s;
-  return n;
-}
+int64_t VTensor::numel() const { return dims_product(sizes); }
+
+int64_t VTensor::max_numel() const { return dims_product(max_sizes); }
 
 // ------------------------------------------------------------------------------------------- accessors
 
