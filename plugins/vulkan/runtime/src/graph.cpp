@@ -331,7 +331,7 @@ const DeviceBuffer* Graph::add_float_buffer(const std::vector<float>& values) {
     }
   } else {
     bytes.resize(values.size() * 4);
-    std::memcpy(bytes.data(), values.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());  // an empty vector's data() may be null
   }
   return add_buffer(std::move(bytes));
 }

@@ -278,8 +278,8 @@ bool linear_qw(Graph& g, int node, const std::vector<int>& a, std::string* e) {
     for (int64_t grp = 0; grp < groups; ++grp) sp[static_cast<size_t>(((j / 4) * groups + grp) * 4 + j % 4)] = s[j * groups + grp];
   }
   std::vector<uint8_t> wbytes(words.size() * 4), sbytes(sp.size() * 4);
-  std::memcpy(wbytes.data(), words.data(), wbytes.size());
-  std::memcpy(sbytes.data(), sp.data(), sbytes.size());
+  if (!wbytes.empty()) std::memcpy(wbytes.data(), words.data(), wbytes.size());  // data() of an empty vector
+  if (!sbytes.empty()) std::memcpy(sbytes.data(), sp.data(), sbytes.size());     // may be null
   int d = 0;
   if (!g.add_dispatch(node, "linear", {out, in},
                       {g.add_buffer(std::move(wbytes)), g.add_float_buffer(b), g.add_buffer(std::move(sbytes))},

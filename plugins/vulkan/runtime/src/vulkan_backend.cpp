@@ -60,7 +60,7 @@ class VulkanBackend final : public etkit::runtime::BackendInterface {
     // flatbuffers need aligned data: payloads inside a .pte segment are; copy otherwise
     std::vector<uint64_t> aligned;
     const void* data = processed->data();
-    if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
+    if (reinterpret_cast<uintptr_t>(data) % 16 != 0 && processed->size() != 0) {
       aligned.resize((processed->size() + 7) / 8);
       std::memcpy(aligned.data(), data, processed->size());
       data = aligned.data();
