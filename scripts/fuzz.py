@@ -41,6 +41,9 @@ TIMEOUT_S = 25
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:allocator_may_return_null=0",
                  "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
                  "LSAN_OPTIONS": f"suppressions={ROOT / 'fuzz' / 'lsan.supp'}"}
+# Edges the seeds must reach: a real payload reader reaches hundreds (each target's row); rejecting every
+# input reaches about 4.
+MIN_SEED_EDGES = 100
 # A target still running this long after its -max_total_time is hung (libFuzzer's -timeout did not fire).
 GRACE_S = 180
 
@@ -219,6 +222,12 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int,
     if proc.returncode != 0:
         found = _artifacts(text)
         result.crashes.extend(found or [f"exit {proc.returncode} (log: {artifacts / 'last_run.log'})"])
+    # A harness that rejects every seed (a case layout out of step with scripts/fuzz_corpus.py, a target
+    # that cannot register its backend) would fuzz nothing and pass: libFuzzer must have kept some seeds.
+    # (A target that rejects every input still shows a handful of edges: its own header parsing.)
+    inited = re.search(r"INITED cov: (\d+)", text)
+    if proc.returncode == 0 and (inited is None or int(inited.group(1)) < MIN_SEED_EDGES):
+        result.crashes.append(f"no seed input was accepted: the target fuzzed nothing (log: {artifacts / 'last_run.log'})")
     return result
 
 
