@@ -161,7 +161,6 @@ class Result:
     corpus: int = 0
     regressions: int = 0
     crashes: list = field(default_factory=list)
-    note: str = ""
 
 
 def _stat(text: str, key: str) -> int:
