@@ -56,9 +56,9 @@ constexpr size_t kMaxTensorBytes = size_t{64} << 20;  // all tensors of one case
 constexpr size_t kArenaBytes = size_t{64} << 20;      // init()'s runtime allocator
 constexpr size_t kTempBytes = size_t{16} << 20;       // execute()'s temp allocator
 // What the runtime may use (set_memory_limit): a delegate must refuse a payload that claims more. Well under
-// libFuzzer's own limit (-rss_limit_mb, 2560 MiB), because a delegate may hold a tensor twice (the Vulkan
-// delegate's device buffer and its staging copy are both host memory on lavapipe) on top of the driver's
-// and AddressSanitizer's own memory (about 1.8 GiB for fuzz_vulkan after a few hundred thousand inputs).
+// libFuzzer's own limit (-rss_limit_mb), because a delegate may hold a tensor more than once (a device buffer
+// and its staging copy are both host memory on a CPU device) on top of its driver's and AddressSanitizer's own
+// memory (docs/fuzzing.md).
 constexpr uint64_t kMemoryLimit = uint64_t{256} << 20;
 
 /// Reads the case header; every read is bounds-checked.
