@@ -296,6 +296,10 @@ Error MethodState::parse_values() {
       case fb::KernelTypes::BoolList: {
         const auto* items = v->val_as_BoolList()->items();
         static_assert(sizeof(bool) == 1, "flatbuffers stores bools as one byte");
+        // The list is read as C++ bools in place: any byte but 0 or 1 would be undefined behaviour.
+        for (size_t k = 0; items != nullptr && k < items->size(); ++k) {
+          if (items->data()[k] > 1) return bad_value(i, "bool list holds a byte other than 0 or 1");
+        }
         values[i] = items == nullptr
                         ? EValue::make_bool_list(nullptr, 0)
                         : EValue::make_bool_list(reinterpret_cast<const bool*>(items->data()), items->size());
@@ -676,7 +680,7 @@ Error MethodState::execute() {
         } else if (c.is_tensor() && c.to_tensor().scalar_type() == ScalarType::Bool) {
           const Tensor& t = c.to_tensor();
           cond = true;
-          for (size_t k = 0; k < t.numel(); ++k) cond = cond && t.const_data_ptr<bool>()[k];
+          for (size_t k = 0; k < t.numel(); ++k) cond = cond && t.const_data_ptr<uint8_t>()[k] != 0;
         } else {
           return set_error(Error::InvalidProgram, "instruction %zu: jump condition is a %s, not a Bool", pc,
                            tag_name(c.tag()));

@@ -57,6 +57,12 @@ double apply(Bin op, double a, double b) {
   return 0;
 }
 
+// Integer arithmetic wraps around (two's complement), as torch's does in practice: signed overflow is undefined
+// behaviour in C++, so it is done in uint64_t.
+int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+
 int64_t floor_div_int(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
@@ -67,8 +73,8 @@ int64_t ipow(int64_t base, int64_t exp) {
   if (exp < 0) return base == 1 ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
   int64_t r = 1;
   while (exp) {
-    if (exp & 1) r *= base;
-    base *= base;
+    if (exp & 1) r = wrap_mul(r, base);
+    base = wrap_mul(base, base);
     exp >>= 1;
   }
   return r;
@@ -77,15 +83,19 @@ int64_t ipow(int64_t base, int64_t exp) {
 // Returns false (after failing ctx) on integer division by zero.
 bool apply_int(KernelRuntimeContext& ctx, const char* name, Bin op, int64_t a, int64_t b, int64_t* r) {
   switch (op) {
-    case Bin::Add: *r = a + b; return true;
-    case Bin::Sub: *r = a - b; return true;
-    case Bin::Mul: *r = a * b; return true;
+    case Bin::Add: *r = wrap_add(a, b); return true;
+    case Bin::Sub: *r = wrap_sub(a, b); return true;
+    case Bin::Mul: *r = wrap_mul(a, b); return true;
     case Bin::Div:
     case Bin::DivTrunc:
     case Bin::DivFloor:
     case Bin::Remainder:
     case Bin::Fmod:
       if (b == 0) return fail(ctx, Error::InvalidArgument, "%s: integer division by zero", name);
+      if (b == -1) {  // INT64_MIN / -1 traps on x86: the quotient is -a (wrapping), the remainder 0
+        *r = (op == Bin::Remainder || op == Bin::Fmod) ? 0 : wrap_sub(0, a);
+        return true;
+      }
       if (op == Bin::DivFloor) *r = floor_div_int(a, b);
       else if (op == Bin::Remainder) { *r = a % b; if (*r != 0 && ((*r < 0) != (b < 0))) *r += b; }
       else if (op == Bin::Fmod) *r = a % b;
@@ -147,7 +157,7 @@ void binary(KernelRuntimeContext& ctx, const char* name, Bin op, const Tensor& s
                                     (op == Bin::Pow && (is_floating(at) || is_floating(bt))));
   const Tensor* ins[2] = {&a, &b};
   bool ok = true;
-  const int64_t alpha_i = static_cast<int64_t>(alpha);
+  const int64_t alpha_i = double_to_int64(alpha);
   for_each_broadcast(out, ins, [&](size_t o, const size_t* in) {
     if (!ok) return;
     if (use_float) {
@@ -156,7 +166,7 @@ void binary(KernelRuntimeContext& ctx, const char* name, Bin op, const Tensor& s
       store_double(op_, ot, o, apply(op, u, v));
     } else {
       int64_t u = load_int(ap, at, in[0]), v = load_int(bp, bt, in[1]);
-      if (op == Bin::Add || op == Bin::Sub) v *= alpha_i;
+      if (op == Bin::Add || op == Bin::Sub) v = wrap_mul(v, alpha_i);
       int64_t r = 0;
       if (!apply_int(ctx, name, op, u, v, &r)) { ok = false; return; }
       if (ot == ScalarType::Bool && (op == Bin::Add || op == Bin::Mul)) r = r != 0;

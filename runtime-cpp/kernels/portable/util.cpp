@@ -173,7 +173,7 @@ bool check_floating(KernelRuntimeContext& ctx, const char* op, const Tensor& t, 
 
 double load_double(const void* base, ScalarType t, size_t i) {
   switch (t) {
-    case ScalarType::Bool: return static_cast<const bool*>(base)[i] ? 1.0 : 0.0;
+    case ScalarType::Bool: return static_cast<const uint8_t*>(base)[i] != 0 ? 1.0 : 0.0;  // any byte: not only 0/1
     case ScalarType::Byte: return static_cast<const uint8_t*>(base)[i];
     case ScalarType::Char: return static_cast<const int8_t*>(base)[i];
     case ScalarType::Short: return static_cast<const int16_t*>(base)[i];
@@ -200,7 +200,7 @@ int32_t double_to_int32(double v) {
 
 int64_t load_int(const void* base, ScalarType t, size_t i) {
   switch (t) {
-    case ScalarType::Bool: return static_cast<const bool*>(base)[i] ? 1 : 0;
+    case ScalarType::Bool: return static_cast<const uint8_t*>(base)[i] != 0 ? 1 : 0;  // any byte: not only 0/1
     case ScalarType::Byte: return static_cast<const uint8_t*>(base)[i];
     case ScalarType::Char: return static_cast<const int8_t*>(base)[i];
     case ScalarType::Short: return static_cast<const int16_t*>(base)[i];
