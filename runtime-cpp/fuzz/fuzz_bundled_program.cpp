@@ -13,11 +13,10 @@
 #include <memory>
 
 #include "etkit/extension/devtools/bundled_program.h"
-#include "etkit/runtime/backend_interface.h"
 #include "etkit/runtime/data_loader.h"
 #include "etkit/runtime/error.h"
 #include "etkit/runtime/program.h"
-#include "registrations.h"
+#include "fuzz_setup.h"
 
 namespace rt = etkit::runtime;
 namespace bp = etkit::bundled_program;
@@ -29,18 +28,7 @@ constexpr uint64_t kMemoryLimit = uint64_t{1} << 30;
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  rt::set_memory_limit(kMemoryLimit);
-  if (etkit::runner::register_kernels() != 0) {
-    std::fprintf(stderr, "fuzz_bundled_program: registering the portable kernels failed: %s\n", rt::last_error_message());
-    std::abort();
-  }
-  for (const auto* b = etkit::runner::linked_backends(); b->function_name != nullptr; ++b) {
-    if (b->register_fn() != 0) {
-      std::fprintf(stderr, "fuzz_bundled_program: %s() failed: %s\n", b->function_name,
-                   etkit_backend_registration_error());
-      std::abort();
-    }
-  }
+  etkit::fuzz::set_up_program_target("fuzz_bundled_program", kMemoryLimit);
   return 0;
 }
 

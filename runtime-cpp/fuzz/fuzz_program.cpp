@@ -13,14 +13,13 @@
 #include <memory>
 #include <vector>
 
-#include "etkit/runtime/backend_interface.h"
 #include "etkit/runtime/data_loader.h"
 #include "etkit/runtime/error.h"
 #include "etkit/runtime/evalue.h"
 #include "etkit/runtime/method.h"
 #include "etkit/runtime/program.h"
 #include "etkit/runtime/tensor.h"
-#include "registrations.h"
+#include "fuzz_setup.h"
 
 namespace rt = etkit::runtime;
 
@@ -85,17 +84,7 @@ void run_method(const rt::Program& program, const char* name) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  rt::set_memory_limit(kMemoryLimit);
-  if (etkit::runner::register_kernels() != 0) {
-    std::fprintf(stderr, "fuzz_program: registering the portable kernels failed: %s\n", rt::last_error_message());
-    std::abort();
-  }
-  for (const auto* b = etkit::runner::linked_backends(); b->function_name != nullptr; ++b) {
-    if (b->register_fn() != 0) {
-      std::fprintf(stderr, "fuzz_program: %s() failed: %s\n", b->function_name, etkit_backend_registration_error());
-      std::abort();
-    }
-  }
+  etkit::fuzz::set_up_program_target("fuzz_program", kMemoryLimit);
   return 0;
 }
 

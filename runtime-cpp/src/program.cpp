@@ -120,11 +120,12 @@ Error check_wide_vectors(const fb::Program* p) {
     for (flatbuffers::uoffset_t i = 0; values != nullptr && i < values->size(); ++i) {
       const fb::EValue* v = values->Get(i);
       if (v == nullptr) continue;
-      const bool ok = v->val_type() == fb::KernelTypes::IntList      ? v->val_as_IntList() == nullptr ||
-                                                                           elements_aligned(v->val_as_IntList()->items())
-                      : v->val_type() == fb::KernelTypes::DoubleList ? v->val_as_DoubleList() == nullptr ||
-                                                                           elements_aligned(v->val_as_DoubleList()->items())
-                                                                     : true;
+      bool ok = true;
+      if (v->val_type() == fb::KernelTypes::IntList && v->val_as_IntList() != nullptr) {
+        ok = elements_aligned(v->val_as_IntList()->items());
+      } else if (v->val_type() == fb::KernelTypes::DoubleList && v->val_as_DoubleList() != nullptr) {
+        ok = elements_aligned(v->val_as_DoubleList()->items());
+      }
       if (!ok) {
         return set_error(Error::InvalidProgram, "execution plan %u, value %u: its list is not 8-byte aligned (the "
                          "file is corrupted)", m, i);

@@ -57,12 +57,6 @@ double apply(Bin op, double a, double b) {
   return 0;
 }
 
-// Integer arithmetic wraps around (two's complement), as torch's does in practice: signed overflow is undefined
-// behaviour in C++, so it is done in uint64_t.
-int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-
 int64_t floor_div_int(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;

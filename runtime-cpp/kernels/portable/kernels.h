@@ -90,6 +90,18 @@ using runtime::half_to_float;
 int64_t double_to_int64(double v);
 int32_t double_to_int32(double v);
 
+/// Integer arithmetic on tensor elements wraps around (two's complement), as torch's does in practice; signed
+/// overflow is undefined behaviour in C++, so it is done in uint64_t.
+inline int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+inline int64_t wrap_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+inline int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
 double load_double(const void* base, ScalarType t, size_t i);
 int64_t load_int(const void* base, ScalarType t, size_t i);
 void store_double(void* base, ScalarType t, size_t i, double v);

@@ -51,8 +51,8 @@ void matmul(const MatView& a, const MatView& b, Tensor& c, size_t c_base, int64_
       for (size_t p = 0; p < k; ++p) {
         size_t ao = a.base + i * a.rs + p * a.cs, bo = b.base + p * b.rs + j * b.cs;
         if (use_int) {
-          acci += load_int(a.t->const_data_ptr(), a.t->scalar_type(), ao) *
-                  load_int(b.t->const_data_ptr(), b.t->scalar_type(), bo);
+          acci = wrap_add(acci, wrap_mul(load_int(a.t->const_data_ptr(), a.t->scalar_type(), ao),
+                                         load_int(b.t->const_data_ptr(), b.t->scalar_type(), bo)));
         } else {
           accd += load_double(a.t->const_data_ptr(), a.t->scalar_type(), ao) *
                   load_double(b.t->const_data_ptr(), b.t->scalar_type(), bo);
@@ -60,9 +60,11 @@ void matmul(const MatView& a, const MatView& b, Tensor& c, size_t c_base, int64_
       }
       size_t co = c_base + i * c_rs + j * c_cs;
       if (use_int) {
-        int64_t v = static_cast<int64_t>(alpha) * acci;
-        if (bias) v += static_cast<int64_t>(beta) * load_int(bias->const_data_ptr(), bias->scalar_type(),
-                                                             i * bias_strides[0] + j * bias_strides[1]);
+        int64_t v = wrap_mul(double_to_int64(alpha), acci);
+        if (bias) {
+          v = wrap_add(v, wrap_mul(double_to_int64(beta), load_int(bias->const_data_ptr(), bias->scalar_type(),
+                                                                   i * bias_strides[0] + j * bias_strides[1])));
+        }
         store_int(c.mutable_data_ptr(), ct, co, v);
       } else {
         double v = alpha * accd;

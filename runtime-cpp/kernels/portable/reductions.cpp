@@ -108,7 +108,7 @@ void reduce_op(KernelRuntimeContext& ctx, const char* name, Red kind, const Tens
         switch (kind) {
           case Red::Sum:
           case Red::Mean:
-            if (int_sum) iacc += load_int(x, it, off);
+            if (int_sum) iacc = wrap_add(iacc, load_int(x, it, off));
             else acc += load_double(x, it, off);
             break;
           case Red::Max: {
@@ -431,7 +431,7 @@ void cumsum_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
       for (size_t k = 0; k < size; ++k) {
         size_t off = o * size * inner + k * inner + i;
         if (use_int) {
-          iacc += load_int(a->const_data_ptr(), a->scalar_type(), off);
+          iacc = wrap_add(iacc, load_int(a->const_data_ptr(), a->scalar_type(), off));
           store_int(out->mutable_data_ptr(), out->scalar_type(), off, iacc);
         } else {
           acc += load_double(a->const_data_ptr(), a->scalar_type(), off);
