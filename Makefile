@@ -7,8 +7,10 @@
 #   make test-all   build everything, then the C++ tests and every Python test (slow ones, the full op
 #                   conformance and the full Vulkan model sizes included)
 #   make test-sanitize  the runtime, portable kernels, runner and C++ tests built with ASan+UBSan in
-#                   build/sanitize (ctest there and the runner's hostile-file tests), then the concurrency
-#                   test under ThreadSanitizer in build/tsan (CI runs it)
+#                   build/sanitize (ctest there and the runner's hostile-file tests); the Python extension and the
+#                   XNNPACK, Vulkan and QNN delegates built the same way (scripts/sanitized_python.py: load errors,
+#                   hostile programs, the op conformance CI slice); then the concurrency test under
+#                   ThreadSanitizer in build/tsan, portable and XNNPACK (CI runs it)
 #   make fuzz       build the libFuzzer targets (the program and .bpte loaders, each delegate's payload reader; clang,
 #                   ASan+UBSan, build/fuzz), replay their regressions/ inputs, fuzz each for FUZZ_SECONDS
 #                   (default 60; CI runs this) and print executions, coverage and crashes (docs/fuzzing.md)
@@ -57,7 +59,7 @@ QNN_NATIVE_SRCS := $(wildcard plugins/qnn/pyproject.toml plugins/qnn/CMakeLists.
 .PHONY: venv system xnnpack tokenizers install native test test-all test-sanitize fuzz demo oracle clean help
 
 help:
-	@sed -n '1,19p' Makefile
+	@sed -n '1,22p' Makefile
 
 # ---- Python environment ---------------------------------------------------------------------------
 venv: $(VENV)/.stamp-venv
@@ -196,21 +198,26 @@ test-all: venv system xnnpack install native
 	$(call run_tests,ETKIT_OPS_FULL=1 ETKIT_VULKAN_FULL=1,all)
 
 # ---- the runtime under AddressSanitizer + UndefinedBehaviorSanitizer --------------------------------
-# Portable kernels only (no delegate libraries: theirs are not built with the sanitizers); no vptr check, as
-# the runtime is built without RTTI. A sanitizer
+# The native tree: portable kernels only (the delegates are sanitized in the Python lane below,
+# scripts/sanitized_python.py); no vptr check, as the runtime is built without RTTI. A sanitizer
 # report exits with 99, which no test accepts as a refusal; leak checking is on.
 SANITIZE_DIR := build/sanitize
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all -fno-omit-frame-pointer
 SANITIZE_TESTS := tests/runtime/test_load_errors.py tests/runtime/test_hostile_programs.py tests/runtime/test_et_programs.py \
   tests/devtools/test_bundled_runner.py
 # ThreadSanitizer: the concurrency test (8 threads, each with its own Method of one Program) in build/tsan.
+# The XNNPACK delegate is built with ThreadSanitizer too (build/tsan-xnnpack, XNNPACK's own archives are not) and
+# linked into the test, which runs the programs of scripts/concurrency_programs.py as well as its own.
 TSAN_DIR := build/tsan
+TSAN_XNNPACK_DIR := build/tsan-xnnpack
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+# build/tsan is configured again when its .configured-with differs from TSAN_CONFIG (change it with the arguments).
+TSAN_CONFIG := xnnpack-delegate-1
 export TSAN_OPTIONS := exitcode=99:halt_on_error=1:second_deadlock_stack=1
 export ASAN_OPTIONS := exitcode=99:detect_leaks=1:abort_on_error=0:allocator_may_return_null=1
 export UBSAN_OPTIONS := exitcode=99:print_stacktrace=1:halt_on_error=1
 
-test-sanitize: venv system install
+test-sanitize: venv system xnnpack install
 	@if [[ ! -f $(SANITIZE_DIR)/build.ninja ]]; then \
 	  $(VENV)/bin/cmake -S runtime-cpp -B $(SANITIZE_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
 	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PY)) \
@@ -221,14 +228,29 @@ test-sanitize: venv system install
 	$(VENV)/bin/ctest --test-dir $(SANITIZE_DIR) --output-on-failure
 	ETKIT_RUNNER=$(abspath $(SANITIZE_DIR))/runner/etkit_runner $(PY) -m pytest -q -n $(JOBS) -k runner \
 	  $(PYTEST_ARGS) $(SANITIZE_TESTS)
-	@if [[ ! -f $(TSAN_DIR)/build.ninja ]]; then \
+	$(PY) scripts/sanitized_python.py --jobs $(JOBS)
+	@if [[ ! -f $(TSAN_XNNPACK_DIR)/build.ninja ]]; then \
+	  $(VENV)/bin/cmake -S plugins/xnnpack -B $(TSAN_XNNPACK_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
+	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PY)) \
+	    -DXNNPACK_ROOT="$$(cat $(XNNPACK_PREFIX_FILE))" -DCMAKE_PREFIX_PATH=$(SITE_PACKAGES)/etkit \
+	    -DCMAKE_C_FLAGS="$(TSAN_FLAGS)" -DCMAKE_CXX_FLAGS="$(TSAN_FLAGS)" -DCMAKE_SHARED_LINKER_FLAGS="$(TSAN_FLAGS)" \
+	    -DCMAKE_MODULE_LINKER_FLAGS="$(TSAN_FLAGS)" -DCMAKE_INSTALL_PREFIX=$(abspath $(TSAN_XNNPACK_DIR))/install; \
+	fi
+	flock $(LOCK) $(VENV)/bin/cmake --build $(TSAN_XNNPACK_DIR) -j $(JOBS)
+	$(VENV)/bin/cmake --install $(TSAN_XNNPACK_DIR) > /dev/null
+	@if [[ "$$(cat $(TSAN_DIR)/.configured-with 2>/dev/null)" != "$(TSAN_CONFIG)" ]]; then \
 	  $(VENV)/bin/cmake -S runtime-cpp -B $(TSAN_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
 	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PY)) \
 	    -DCMAKE_C_FLAGS="$(TSAN_FLAGS)" -DCMAKE_CXX_FLAGS="$(TSAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(TSAN_FLAGS)" \
-	    -DETKIT_BUILD_TESTS=ON; \
+	    -DETKIT_BUILD_TESTS=ON -DETKIT_TEST_PACKAGES=etkit_xnnpack \
+	    -DETKIT_TEST_BACKENDS=etkit_xnnpack::delegate=etkit_xnnpack_register_backends \
+	    -DCMAKE_PREFIX_PATH="$$(cat $(XNNPACK_PREFIX_FILE));$(abspath $(TSAN_XNNPACK_DIR))/install/etkit_xnnpack" \
+	  && echo "$(TSAN_CONFIG)" > $(TSAN_DIR)/.configured-with; \
 	fi
 	flock $(LOCK) $(VENV)/bin/cmake --build $(TSAN_DIR) -j $(JOBS) --target test_concurrent_methods
+	$(PY) scripts/concurrency_programs.py $(TSAN_DIR)/programs
 	$(TSAN_DIR)/tests/test_concurrent_methods
+	@for program in $(TSAN_DIR)/programs/*.pte; do $(TSAN_DIR)/tests/test_concurrent_methods $$program || exit 1; done
 
 # ---- coverage-guided fuzzing (libFuzzer, clang-14) --------------------------------------------------
 FUZZ_SECONDS ?= 60

@@ -7,6 +7,8 @@ Lanes (``--lane``; the Makefile passes it, README "Tests" says which command is 
   keep, for every backend plugin, its end-to-end module (``CI_LANE_KEEPS``), the interop tests and the
   Core ATen op-conformance slice; collection fails if a ``slow`` mark would remove one of them.
 - ``all``: what ``make test-all`` runs: every test (with ``ETKIT_OPS_FULL=1`` and ``ETKIT_VULKAN_FULL=1``).
+- ``sanitize``: what ``make test-sanitize`` runs against the ASan+UBSan builds (``scripts/sanitized_python.py``):
+  the tests it names, except those marked ``slow``.
 - no ``--lane``: what the command line selects, as plain pytest does.
 
 Markers (``--strict-markers``: an unknown marker is an error):
@@ -35,7 +37,7 @@ ROOT = Path(__file__).parent
 #: top-level packages this repository builds; their absence under CI is a failure
 BUILT_HERE = ("etkit", "etkit_xnnpack", "etkit_vulkan", "etkit_qnn", "etkit_coreml", "etkit_ethosu")
 COUNT_FILE = ROOT / ".ci" / "test-count"
-LANES = ("ci", "all")
+LANES = ("ci", "all", "sanitize")
 MARKERS = {
     "slow": "costs 30 s or more and repeats what a faster CI-lane test covers; runs only in `make test-all`",
     "oracle": "runs ExecuTorch 1.5.1 in its own venv (scripts/et_oracle.sh, made on first use)",
@@ -80,7 +82,8 @@ if in_ci():
 
 def pytest_addoption(parser):
     parser.addoption("--lane", choices=LANES, default=None,
-                     help="ci: every test not marked slow (make test); all: every test (make test-all)")
+                     help="ci: every test not marked slow (make test); all: every test (make test-all); "
+                          "sanitize: the tests given, not marked slow (make test-sanitize)")
 
 
 def pytest_configure(config):
@@ -97,7 +100,7 @@ def _relative(item) -> str:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    if config.getoption("lane") != "ci":
+    if config.getoption("lane") not in ("ci", "sanitize"):
         return
     kept, slow = [], []
     for item in items:
@@ -105,6 +108,8 @@ def pytest_collection_modifyitems(session, config, items):
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = kept
+    if config.getoption("lane") != "ci":
+        return
     collected = {_relative(item) for item in kept + slow}
     remaining = {_relative(item) for item in kept}
     lost = [f"{folder}/{name}" for folder, names in CI_LANE_KEEPS.items() for name in names

@@ -72,7 +72,10 @@ def run_in_oracle(script_path, *args, timeout: float = 900.0, check: bool = True
     exit raises OracleError carrying the script's stdout and stderr.
     """
     directory = oracle_dir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    # The oracle is ExecuTorch, not the code under test: it never runs under the sanitized lane's preloaded
+    # ASan runtime (scripts/sanitized_python.py).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
     env["PYTHONPATH"] = str(directory)
     env["PYTHONNOUSERSITE"] = "1"
     cmd = [oracle_python(), "-c", _BOOTSTRAP, str(Path(script_path).resolve()), *map(str, args)]

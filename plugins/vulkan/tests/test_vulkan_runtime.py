@@ -103,6 +103,37 @@ def test_corrupt_payload_is_refused_at_load_with_the_reason(mutate, message):
         Runtime.get().load_program(pte).load_method("forward")
 
 
+def test_compute_pipelines_live_only_as_long_as_the_methods_that_use_them():
+    """Methods of one program share their compute pipelines, and the last one freed destroys them: loading and
+    freeing programs of ever new shapes cannot grow the process (each pipeline holds code lavapipe compiled with
+    LLVM; the long fuzz run of issue 24 found them kept until exit)."""
+    import gc
+
+    from etkit_vulkan import _delegate
+
+    torch.manual_seed(0)
+    gc.collect()
+    base = _delegate.live_pipelines()
+    for n in (5, 9, 13):
+        model = torch.nn.Sequential(torch.nn.Linear(n, 3), torch.nn.ReLU()).eval()
+        x = torch.randn(2, n)
+        _, pte = lower(model, (x,))
+        first = load(pte)
+        held = _delegate.live_pipelines()
+        assert held > base, (n, base, held)
+        second = load(pte)
+        assert _delegate.live_pipelines() == held, "a second method of the same program made new pipelines"
+        with torch.no_grad():
+            assert_close(first.execute([x]), model(x), FP32_TOL, f"Linear({n}, 3)")
+            assert_close(second.execute([x]), model(x), FP32_TOL, f"Linear({n}, 3), second method")
+        del first
+        gc.collect()
+        assert _delegate.live_pipelines() == held, "freeing one method destroyed pipelines the other still uses"
+        del second
+        gc.collect()
+        assert _delegate.live_pipelines() == base, (n, base, _delegate.live_pipelines())
+
+
 def test_out_of_range_embedding_index_is_refused_at_execute():
     model = torch.nn.Embedding(10, 4).eval()
     _, pte = lower(model, (torch.tensor([[1, 2, 3]]),))

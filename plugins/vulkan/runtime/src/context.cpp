@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -403,15 +404,23 @@ const BindingLayout* Context::binding_layout(uint32_t tensor_slots, uint32_t ext
 }
 
 const Pipeline* Context::pipeline(const std::string& shader, FloatType ft, const BindingLayout* bindings,
-                                  const int32_t* spec, const uint32_t (&local)[3], std::string* error) {
+                                  const int32_t* spec, const uint32_t (&local)[3], std::vector<const Pipeline*>* held,
+                                  std::string* error) {
   const std::string module_name = shader + (ft == FloatType::F16 ? "_f16" : "_f32");
   std::string key = module_name + "/" + std::to_string(bindings->tensor_slots) + "/" +
                     std::to_string(bindings->extra_buffers) + "/" + std::to_string(local[0]) + "x" +
                     std::to_string(local[1]) + "x" + std::to_string(local[2]);
   for (uint32_t i = 0; i < kMaxSpecConstants; ++i) key += "," + std::to_string(spec[i]);
   std::lock_guard<std::mutex> lock(pipeline_mu_);
+  auto hold = [held](Pipeline* p) -> const Pipeline* {
+    if (std::find(held->begin(), held->end(), p) == held->end()) {
+      ++p->users;
+      held->push_back(p);
+    }
+    return p;
+  };
   auto it = pipelines_.find(key);
-  if (it != pipelines_.end()) return &it->second;
+  if (it != pipelines_.end()) return hold(&it->second);
   if (ft == FloatType::F16 && !fp16_) {
     *error = "this Vulkan device (" + description_ + ") cannot run float16 shaders";
     return nullptr;
@@ -460,7 +469,30 @@ const Pipeline* Context::pipeline(const std::string& shader, FloatType ft, const
     *error = "vkCreateComputePipelines(" + module_name + ") failed: " + vk_result_name(r);
     return nullptr;
   }
-  return &pipelines_.emplace(key, p).first->second;
+  return hold(&pipelines_.emplace(key, p).first->second);
+}
+
+size_t Context::live_pipelines() {
+  std::lock_guard<std::mutex> lock(pipeline_mu_);
+  return pipelines_.size();
+}
+
+void Context::release_pipelines(std::vector<const Pipeline*>* held) {
+  VkFns& f = vk();
+  std::lock_guard<std::mutex> lock(pipeline_mu_);
+  for (const Pipeline* p : *held) {
+    auto it = std::find_if(pipelines_.begin(), pipelines_.end(), [p](const auto& kv) { return &kv.second == p; });
+    if (it == pipelines_.end() || --it->second.users > 0) continue;
+    f.vkDestroyPipeline(device_, it->second.pipeline, nullptr);
+    pipelines_.erase(it);
+  }
+  held->clear();
+  if (!pipelines_.empty() || pipeline_cache_ == VK_NULL_HANDLE) return;
+  // Nothing uses a pipeline: start an empty cache (without one, pipelines are still created, uncached).
+  f.vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
+  pipeline_cache_ = VK_NULL_HANDLE;
+  VkPipelineCacheCreateInfo pci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  if (f.vkCreatePipelineCache(device_, &pci, nullptr, &pipeline_cache_) != VK_SUCCESS) pipeline_cache_ = VK_NULL_HANDLE;
 }
 
 }  // namespace etkit_vulkan

@@ -42,6 +42,7 @@ struct Pipeline {
   const BindingLayout* bindings = nullptr;
   VkPipeline pipeline = VK_NULL_HANDLE;
   uint32_t local[3] = {64, 1, 1};
+  uint32_t users = 0;  // graphs holding it (Context::pipeline, Context::release_pipelines)
 };
 
 /// Scalar type of float tensors in a graph: selects the "_f32" or "_f16" shader variants.
@@ -68,11 +69,21 @@ class Context {
 
   /// The layouts for `tensor_slots` tensor slots and `extra_buffers` plain buffers (created once).
   const BindingLayout* binding_layout(uint32_t tensor_slots, uint32_t extra_buffers, std::string* error);
-  /// The pipeline of shader `<shader>_<f32|f16>` with these specialization constants and workgroup size
-  /// (created once, then shared). Null with `error` set when the shader does not exist or the driver
-  /// refuses it.
+  /// The pipeline of shader `<shader>_<f32|f16>` with these specialization constants and workgroup size,
+  /// created on first request and shared while graphs use it. `held` lists the pipelines the calling graph
+  /// holds: a pipeline not in it gains a user and is appended. Null with `error` set when the shader does
+  /// not exist or the driver refuses it.
   const Pipeline* pipeline(const std::string& shader, FloatType ft, const BindingLayout* bindings,
-                           const int32_t* spec, const uint32_t (&local)[3], std::string* error);
+                           const int32_t* spec, const uint32_t (&local)[3], std::vector<const Pipeline*>* held,
+                           std::string* error);
+  /// Ends a graph's use of the pipelines in `held` (and clears it). A pipeline no graph uses is destroyed;
+  /// when none is left, the pipeline cache is emptied too. The driver's compiled code (LLVM-compiled on
+  /// lavapipe, often hundreds of KiB per pipeline) so lives only as long as the delegates that need it:
+  /// loading and freeing programs one after another, or programs of ever new shapes, cannot grow the
+  /// process without bound.
+  void release_pipelines(std::vector<const Pipeline*>* held);
+  /// Pipelines alive now (held by at least one graph).
+  size_t live_pipelines();
 
   /// Bound to tensor slots and buffers a dispatch leaves unused.
   VkBuffer dummy_buffer() const { return dummy_buffer_; }

@@ -97,6 +97,8 @@ uint64_t now_ns() { return static_cast<uint64_t>(etkit::runtime::EventTracer::no
 /// A tensor value's dims, checked before anything is sized from them: every dim an int32 (the shaders'
 /// index type), and its bytes (at 4 per element, the widest type the delegate computes in), alone and with the
 /// other tensors that get device memory, within the runtime's memory limit (etkit::runtime::set_memory_limit).
+/// So is each dim on its own: operators size per-row and per-channel buffers (a linear's bias, a norm's
+/// weights) from one dim, and a zero elsewhere in the shape does not make those small.
 static bool check_tensor_size(size_t index, const std::vector<int64_t>& dims, bool allocated, uint64_t* total,
                        std::string* error) {
   const uint64_t limit = etkit::runtime::effective_memory_limit();
@@ -105,6 +107,12 @@ static bool check_tensor_size(size_t index, const std::vector<int64_t>& dims, bo
     if (d > INT32_MAX) {
       *error = "tensor value " + std::to_string(index) + " has a dim of " + std::to_string(d) +
                ", more than the delegate's limit of 2^31 - 1";
+      return false;
+    }
+    if (d > 0 && static_cast<uint64_t>(d) > limit / 4) {
+      *error = "tensor value " + std::to_string(index) + " has a dim of " + std::to_string(d) +
+               ": at 4 bytes per element, one row of it is more than the memory limit of " + std::to_string(limit) +
+               " bytes (etkit::runtime::set_memory_limit)";
       return false;
     }
     numel = (d != 0 && numel > limit / static_cast<uint64_t>(d)) ? limit + 1 : numel * static_cast<uint64_t>(d);
@@ -418,7 +426,7 @@ bool Graph::set_grid(int d, int64_t gx, int64_t gy, int64_t gz, std::string* err
   local[1] = pow2_at_least(gy, 64 / local[0]);
   local[2] = pow2_at_least(gz, 64 / (local[0] * local[1]));
   if (dp.pipeline != nullptr && std::equal(local, local + 3, dp.pipeline->local)) return true;
-  dp.pipeline = ctx_.pipeline(dp.shader, float_type_, dp.bindings, dp.spec.data(), local, error);
+  dp.pipeline = ctx_.pipeline(dp.shader, float_type_, dp.bindings, dp.spec.data(), local, &pipelines_held_, error);
   return dp.pipeline != nullptr;
 }
 
@@ -762,6 +770,33 @@ VkResult make_buffer(Context& ctx, VkDeviceSize bytes, VkBufferUsageFlags usage,
 
 }  // namespace
 
+bool Graph::check_device_memory(const std::map<int, std::vector<VTensor*>>& groups, std::string* error) const {
+  // What the driver asks for each shared memory object (textures pad W to whole texels of 4 and may be
+  // tiled), then the buffers made next: integer tensors, staging and weights, constant tensors, and the
+  // temporary staging buffer of the upload. On a CPU device (lavapipe) all of it is host memory.
+  uint64_t tensors = 0, buffers = 0, uploads = 0;
+  for (const auto& [id, members] : groups) {
+    VkDeviceSize size = 0;
+    for (const VTensor* t : members) size = std::max(size, t->reqs.size);
+    tensors += size;
+  }
+  const size_t fsize = float_type_ == FloatType::F16 ? 2 : 4;
+  for (const VTensor& t : tensors_) {
+    if (!t.needs_device) continue;
+    if (t.kind == VTensor::Kind::Int32) buffers += std::max<uint64_t>(uint64_t(t.max_numel()) * 4, 16);
+    else if (t.constant_id >= 0) uploads += 2 * uint64_t(t.max_numel()) * fsize;  // the buffer and its upload
+  }
+  for (const auto& b : buffers_) buffers += b->bytes;
+  for (const auto& bytes : pending_uploads_) uploads += (bytes.size() + 15) / 16 * 16;
+  const uint64_t limit = etkit::runtime::effective_memory_limit();
+  const uint64_t total = tensors + buffers + uploads;  // each term is bounded by check_tensor_size's limit
+  if (total <= limit) return true;
+  *error = "the graph needs " + std::to_string(total) + " bytes of device memory (tensors " + std::to_string(tensors) +
+           ", buffers " + std::to_string(buffers) + ", uploads " + std::to_string(uploads) +
+           "), more than the memory limit of " + std::to_string(limit) + " bytes (etkit::runtime::set_memory_limit)";
+  return false;
+}
+
 bool Graph::create_tensor_resources(std::string* error) {
   VkFns& f = vk();
   const VkDevice dev = ctx_.device();
@@ -814,6 +849,7 @@ bool Graph::create_tensor_resources(std::string* error) {
     if (!t.needs_device || (t.image == VK_NULL_HANDLE && t.dev.buffer == VK_NULL_HANDLE)) continue;
     groups[t.mem_obj >= 0 ? t.mem_obj : -1 - static_cast<int>(&t - tensors_.data())].push_back(&t);
   }
+  if (!check_device_memory(groups, error)) return false;
   for (auto& [id, members] : groups) {
     VkMemoryRequirements reqs{0, 1, ~0u};
     for (VTensor* t : members) {
@@ -1284,6 +1320,7 @@ void Graph::release() {
     if (b->memory != VK_NULL_HANDLE) f.vkFreeMemory(dev, b->memory, nullptr);
   }
   for (VkDeviceMemory m : shared_memory_) f.vkFreeMemory(dev, m, nullptr);
+  ctx_.release_pipelines(&pipelines_held_);
   tensors_.clear();
   buffers_.clear();
   shared_memory_.clear();

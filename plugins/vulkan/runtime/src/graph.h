@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -178,6 +179,9 @@ class Graph {
   bool parse_values(const Payload& payload, const etkit::runtime::NamedDataMap* named, std::string* error);
   bool build_ops(const Payload& payload, std::string* error);
   bool create_tensor_resources(std::string* error);
+  /// Refuses a graph whose device memory (as the driver sizes it, with staging, weights and uploads) exceeds the
+  /// runtime's memory limit, before anything is allocated.
+  bool check_device_memory(const std::map<int, std::vector<VTensor*>>& groups, std::string* error) const;
   bool create_staging(std::string* error);
   bool upload(std::string* error);
   bool write_descriptors(std::string* error);
@@ -205,6 +209,7 @@ class Graph {
   std::vector<std::vector<uint8_t>> pending_uploads_;  // parallel to buffers_ until upload()
   std::vector<DeviceBuffer> staging_in_, staging_out_;
   std::vector<Dispatch> dispatches_;
+  std::vector<const Pipeline*> pipelines_held_;  // given back to the context when the graph is released
   std::vector<Node> nodes_;
   std::vector<VkDeviceMemory> shared_memory_;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;

@@ -105,3 +105,8 @@ extern "C" int etkit_vulkan_probe(char* reason, unsigned long reason_size) {
   if (reason != nullptr && reason_size > 0) std::snprintf(reason, reason_size, "%s", ok ? device.c_str() : why.c_str());
   return ok ? 1 : 0;
 }
+
+extern "C" long etkit_vulkan_live_pipelines(void) {
+  etkit_vulkan::Context* c = etkit_vulkan::Context::get(nullptr);
+  return c == nullptr ? -1 : static_cast<long>(c->live_pipelines());
+}

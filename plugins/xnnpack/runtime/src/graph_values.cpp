@@ -202,6 +202,13 @@ Error describe_tensor(ValueContext& ctx, const fb::XNNTensorValue* tensor, Tenso
                       tensor->dims()->size(), XNN_MAX_TENSOR_DIMS);
     }
     for (uint32_t d : *tensor->dims()) {
+      // Each dim alone too: XNNPACK sizes per-channel data (packed int32 or float biases, scales) from one dim,
+      // which a zero elsewhere in the shape does not make small.
+      if (uint64_t{d} > limit / 4) {
+        return ctx.fail(Error::MemoryAllocationFailed,
+                        "it has a dim of %u: at 4 bytes per element, one row of it is more than the memory limit of %llu bytes "
+                        "(etkit::runtime::set_memory_limit)", d, static_cast<unsigned long long>(limit));
+      }
       desc.dims.push_back(d);
       desc.numel *= d;
       if (desc.numel > limit) break;  // checked below; no overflow on the way

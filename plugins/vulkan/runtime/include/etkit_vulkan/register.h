@@ -17,6 +17,11 @@ int etkit_vulkan_register_backends(void);
 /// when available, else why not and what to install) and returns 1 or 0.
 int etkit_vulkan_probe(char* reason, unsigned long reason_size);
 
+/// Compute pipelines the process holds for loaded Vulkan delegates (-1 when no Vulkan device can be used).
+/// A pipeline lives while a delegate uses it: the count returns to what it was once the methods that needed
+/// it are freed.
+long etkit_vulkan_live_pipelines(void);
+
 #ifdef __cplusplus
 }
 #endif
