@@ -26,3 +26,23 @@ function(etkit_backend_registrations entries decls_var rows_var libs_var)
   set(${rows_var} "${_rows}" PARENT_SCOPE)
   set(${libs_var} "${_libs}" PARENT_SCOPE)
 endfunction()
+
+# etkit_all_kernels_registration_source(<packages> <entries> <out-cpp> <libs-var>)
+#
+# For an executable that registers every portable kernel and the backends in <entries>: finds each CMake package
+# in <packages> (through CMAKE_PREFIX_PATH), writes <out-cpp> from runner/registrations_all.cpp.in (implements
+# runner/registrations.h) and sets <libs-var> to the backend targets to link. The fuzz targets and the C++
+# concurrency test use it; the runner, which can also select kernels, calls etkit_backend_registrations itself.
+function(etkit_all_kernels_registration_source packages entries out_cpp libs_var)
+  foreach(pkg IN LISTS packages)
+    find_package(${pkg} CONFIG REQUIRED)
+  endforeach()
+  etkit_backend_registrations("${entries}" ETKIT_RUNNER_DECLS ETKIT_RUNNER_ENTRIES _libs)
+  # runtime-cpp/cmake/ in the source tree; lib/cmake/etkit/ beside share/etkit/runner/ once installed
+  set(_template "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../runner/registrations_all.cpp.in")
+  if(NOT EXISTS "${_template}")
+    set(_template "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../../../share/etkit/runner/registrations_all.cpp.in")
+  endif()
+  configure_file("${_template}" "${out_cpp}" @ONLY)
+  set(${libs_var} "${_libs}" PARENT_SCOPE)
+endfunction()
