@@ -134,6 +134,26 @@ def test_compute_pipelines_live_only_as_long_as_the_methods_that_use_them():
         assert _delegate.live_pipelines() == base, (n, base, _delegate.live_pipelines())
 
 
+def test_device_memory_over_the_limit_is_refused_before_anything_is_allocated():
+    """The graph's two tensors fit the memory limit at 4 bytes per element (32 KiB), but the device memory the
+    delegate needs, as the driver sizes it with the staging buffers, is 64 KiB: at a limit of 60,000 bytes the
+    method is refused naming the totals; at 1 MiB it loads and matches eager."""
+    from etkit.runtime import set_memory_limit
+
+    x = torch.randn(4096, 1)
+    _, pte = lower(torch.nn.ReLU(), (x,))
+    try:
+        set_memory_limit(60_000)
+        # 65536 = 32768 + 32768 + 0 on lavapipe; another driver may align differently
+        with pytest.raises(EtkitRuntimeError, match=r"the graph needs \d+ bytes of device memory \(tensors \d+, "
+                                                    r"buffers \d+, uploads \d+\), more than the memory limit of 60000"):
+            load(pte)
+        set_memory_limit(1 << 20)
+        assert_close(load(pte).execute([x]), torch.relu(x), FP32_TOL, "ReLU at a 1 MiB limit")
+    finally:
+        set_memory_limit(None)
+
+
 def test_out_of_range_embedding_index_is_refused_at_execute():
     model = torch.nn.Embedding(10, 4).eval()
     _, pte = lower(model, (torch.tensor([[1, 2, 3]]),))
