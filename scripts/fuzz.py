@@ -27,10 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from lib.dev_env import PY, ROOT, VENV, run, site_packages, xnnpack_prefix  # scripts/lib/dev_env.py
+
 BUILD = ROOT / "build" / "fuzz"
-VENV = Path(os.environ.get("ETKIT_VENV", ROOT / ".venv"))
-PY = VENV / "bin" / "python"
 CLANG, CLANGXX = "clang-14", "clang++-14"
 FLAGS = ("-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all "
          "-fno-omit-frame-pointer -g")
@@ -65,22 +64,9 @@ class Target:
     asan_options: str = ""  # appended to SANITIZER_ENV's ASAN_OPTIONS
 
 
-def _site() -> Path:
-    out = subprocess.run([str(PY), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         check=True, capture_output=True, text=True).stdout.strip()
-    return Path(out)
-
-
-def _xnnpack_prefix() -> str:
-    path = VENV / "xnnpack-prefix"
-    if not path.is_file():
-        sys.exit("fuzz.py: no XNNPACK build ($(VENV)/xnnpack-prefix): run `make xnnpack install` first")
-    return path.read_text().strip()
-
-
 def trees() -> dict[str, Tree]:
-    site = _site()
-    xnnpack = _xnnpack_prefix()
+    site = site_packages()
+    xnnpack = xnnpack_prefix("fuzz.py")
     return {
         "runtime": Tree(ROOT / "runtime-cpp", [
             "-DETKIT_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={xnnpack};{site / 'etkit_xnnpack'}",
@@ -115,9 +101,7 @@ TARGETS = [
 
 
 def _run(cmd, **kw) -> None:
-    proc = subprocess.run(cmd, **kw)
-    if proc.returncode != 0:
-        sys.exit(f"fuzz.py: failed ({proc.returncode}): {' '.join(map(str, cmd))}")
+    run("fuzz.py", cmd, **kw)
 
 
 def check_toolchain() -> None:

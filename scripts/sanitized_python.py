@@ -25,13 +25,11 @@ import argparse
 import os
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from lib.dev_env import PY, ROOT, run, site_packages, xnnpack_prefix  # scripts/lib/dev_env.py
+
 BUILD = ROOT / "build" / "sanitize-python"
-VENV = Path(os.environ.get("ETKIT_VENV", ROOT / ".venv"))
-PY = VENV / "bin" / "python"
 SAN_VENV = BUILD / "venv"
 FLAGS = "-fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all -fno-omit-frame-pointer"
 LOCK = "/tmp/etkit-build.lock"
@@ -56,17 +54,7 @@ DEFAULT_ARGS = [
 
 
 def _run(cmd, **kw) -> None:
-    proc = subprocess.run([str(c) for c in cmd], **kw)
-    if proc.returncode != 0:
-        sys.exit(f"sanitized_python.py: failed ({proc.returncode}): {' '.join(map(str, cmd))}")
-
-
-def _prefix_file(name: str) -> str:
-    """A prefix `make` wrote into the dev venv (xnnpack-prefix), or the output of a setup script."""
-    path = VENV / name
-    if not path.is_file() or not path.read_text().strip():
-        sys.exit(f"sanitized_python.py: {path} is missing: run `make xnnpack install` first")
-    return path.read_text().strip()
+    run("sanitized_python.py", cmd, **kw)
 
 
 def _site(venv: Path) -> Path:
@@ -78,8 +66,7 @@ def make_venv() -> Path:
     site = _site(SAN_VENV)
     if not (SAN_VENV / "bin" / "python").exists():
         _run([sys.executable, "-m", "venv", "--without-pip", SAN_VENV])
-    dev_site = Path(sysconfig.get_paths(vars={"base": str(VENV), "platbase": str(VENV)})["purelib"])
-    (site / "_etkit_dev_venv.pth").write_text(f"{dev_site}\n")
+    (site / "_etkit_dev_venv.pth").write_text(f"{site_packages()}\n")
     return site
 
 
@@ -91,7 +78,7 @@ def install(site: Path, jobs: int) -> None:
     }
     native = {
         ".": ({}, {}),
-        "plugins/xnnpack": ({"XNNPACK_ROOT": _prefix_file("xnnpack-prefix")}, {"ETKIT_XNNPACK_BUILD_TESTS": "OFF"}),
+        "plugins/xnnpack": ({"XNNPACK_ROOT": xnnpack_prefix("sanitized_python.py")}, {"ETKIT_XNNPACK_BUILD_TESTS": "OFF"}),
         "plugins/vulkan": ({}, {}),
         "plugins/qnn": ({"ONNXRUNTIME_INCLUDE_DIR": subprocess.run(
             ["bash", ROOT / "scripts" / "onnxruntime_headers.sh"], check=True, capture_output=True,
