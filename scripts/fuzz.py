@@ -16,6 +16,7 @@ cause is fixed, copy the input into the target's regressions/ directory so every
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import os
 import re
@@ -151,6 +152,7 @@ class Result:
     corpus: int = 0
     regressions: int = 0
     crashes: list = field(default_factory=list)
+    report: str = ""  # the sanitizer's or libFuzzer's account of the first finding (see _report)
 
 
 def _stat(text: str, key: str) -> int:
@@ -160,6 +162,31 @@ def _stat(text: str, key: str) -> int:
 
 def _artifacts(text: str) -> list[str]:
     return re.findall(r"Test unit written to (\S+)", text)
+
+
+# How a finding starts in libFuzzer's output: a sanitizer report, a UBSan check, a signal, or libFuzzer's own
+# leak / out-of-memory / timeout / malloc-limit notices.
+_FINDING = re.compile(r"==\d+==ERROR|runtime error:|==\d+== ERROR: libFuzzer|deadly signal|ALARM: working on|"
+                      r"out-of-memory \(|malloc\(\d+\) limit|Direct leak|Indirect leak")
+REPORT_LINES = 40
+# A crash input up to this size is printed in base64 with the report, so a CI log alone reproduces it.
+PRINTED_INPUT_BYTES = 16 * 1024
+
+
+def _report(text: str, inputs: list[str]) -> str:
+    """The first finding in a libFuzzer log, for the CI log (whose tail is what is kept): each crash input in
+    base64 when small, so a finding on a machine whose build/ is gone can still be replayed, then REPORT_LINES
+    lines from where the finding starts."""
+    out = []
+    for name in inputs:
+        path = Path(name)
+        if path.is_file() and path.stat().st_size <= PRINTED_INPUT_BYTES:
+            data = base64.b64encode(path.read_bytes()).decode()
+            out.append(f"{path.name} ({path.stat().st_size} bytes), base64 (decode with `base64 -d`):")
+            out.extend(data[i:i + 100] for i in range(0, len(data), 100))
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if _FINDING.search(line)), max(0, len(lines) - REPORT_LINES))
+    return "\n".join(out + lines[first:first + REPORT_LINES])
 
 
 def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int, replay_only: bool) -> Result:
@@ -179,6 +206,7 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int,
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(proc.stdout + proc.stderr)
             result.crashes.append(f"a regression input fails again (log: {log})")
+            result.report = _report(proc.stdout + proc.stderr, [])
             return result
     if replay_only:
         return result
@@ -199,6 +227,7 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int,
     except subprocess.TimeoutExpired as hung:
         text = (hung.stdout or b"").decode(errors="replace") + (hung.stderr or b"").decode(errors="replace")
         (artifacts / "last_run.log").write_text(text)
+        result.report = _report(text, [])
         result.crashes.append(f"hung: still running {GRACE_S} s after -max_total_time, killed "
                               f"(log: {artifacts / 'last_run.log'})")
         return result
@@ -213,6 +242,7 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int,
     if proc.returncode != 0:
         found = _artifacts(text)
         result.crashes.extend(found or [f"exit {proc.returncode} (log: {artifacts / 'last_run.log'})"])
+        result.report = _report(text, found)
     # A harness that rejects every seed (a case layout out of step with scripts/fuzz_corpus.py, a target
     # that cannot register its backend) would fuzz nothing and pass: libFuzzer must have kept some seeds.
     # (A target that rejects every input still shows a handful of edges: its own header parsing.)
@@ -273,6 +303,9 @@ def main(argv=None) -> int:
     for r in failed:
         for c in r.crashes:
             print(f"fuzz.py: {r.target}: {c}", file=sys.stderr)
+        if r.report:
+            print(f"fuzz.py: {r.target}: what its log says:", file=sys.stderr)
+            print("\n".join("    " + line for line in r.report.splitlines()), file=sys.stderr)
     if failed:
         print("fuzz.py: reproduce with `<binary> <input>`; fix the root cause, then copy the input into the "
               "target's regressions/ directory (docs/fuzzing.md)", file=sys.stderr)

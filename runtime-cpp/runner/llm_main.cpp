@@ -3,9 +3,12 @@
 //
 //   etkit_llm_runner --model_path m.pte --tokenizer_path tokenizer.json --prompt "Once upon a time"
 //                    [--max_new_tokens 64] [--temperature 0] [--top_p 1] [--seed 0] [--num_bos 0]
-//                    [--threads 1] [--echo] [--truncate_prompt]
+//                    [--threads 1] [--echo] [--truncate_prompt] [--chat]
 //   etkit_llm_runner --model_path m.pte --prompt_tokens 1,2,3 [...]
 //
+// --chat wraps the prompt as one user turn of the model's chat template, read from chat_turn.json beside
+// the tokenizer (`etkit llm export` writes it: the Jinja template rendered in Python, as the text before
+// and after the prompt), the same text `etkit llm generate --chat` encodes.
 // Text mode streams the generated text to stdout. --prompt_tokens gives the prompt as token ids (no
 // tokenizer needed) and prints the generated ids, comma-separated (the EOS id that ended generation
 // included). A stats line (prompt tokens, generated, load ms, first token ms, prefill and decode tok/s,
@@ -49,7 +52,7 @@ int usage(const char* msg) {
   std::fprintf(stderr,
                "usage: %s --model_path M.pte (--tokenizer_path T --prompt TEXT | --prompt_tokens 1,2,3)\n"
                "       [--max_new_tokens N] [--temperature T] [--top_p P] [--seed S] [--num_bos N] [--threads N]\n"
-               "       [--echo] [--truncate_prompt]\n"
+               "       [--echo] [--truncate_prompt] [--chat]\n"
                "tokenizers: %s\n",
                kProg,
                llm::tokenizers_available() ? "pytorch-tokenizers (tokenizer.json, SentencePiece, tiktoken)"
@@ -141,6 +144,9 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (a == "--truncate_prompt") {
       if (!flag()) return false;
       o->config.truncate_prompt = true;
+    } else if (a == "--chat") {
+      if (!flag()) return false;
+      o->config.apply_chat_template = true;
     } else if (a == "--help" || a == "-h") {
       return false;
     } else {
@@ -189,6 +195,7 @@ int main(int argc, char** argv) {
   if (opt.model_path.empty()) return usage("--model_path is required");
   if (opt.has_prompt == opt.has_prompt_tokens) return usage("give either --prompt (with --tokenizer_path) or --prompt_tokens");
   if (opt.has_prompt && opt.tokenizer_path.empty()) return usage("--prompt needs --tokenizer_path");
+  if (opt.config.apply_chat_template && !opt.has_prompt) return usage("--chat needs a text --prompt");
   if (opt.has_prompt && !llm::tokenizers_available()) {
     std::fprintf(stderr,
                  "%s: this build has no tokenizer library (pytorch-tokenizers: scripts/tokenizers_cpp.sh did not "

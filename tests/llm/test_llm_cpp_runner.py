@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from etkit.llm import GenerationConfig, LlmConfig, TextLLMRunner, export_llm
+from etkit.llm import GenerationConfig, GenerationError, LlmConfig, TextLLMRunner, Tokenizer, export_llm
 
 from .conftest import CPU_BACKEND, smollm2_gguf, tiny_model
 
@@ -139,6 +139,49 @@ def test_text_equals_the_python_runner_text(text_llm_runner, tiny_pte, tokenizer
                          "pytorch-tokenizers' decode(token, skip_special_tokens) as decode(prev, cur), which decodes "
                          "prev; the C++ text is the whole generation")
     assert text == want
+
+
+def test_chat_turn_equals_the_python_chat_template(text_llm_runner, tiny_pte, tokenizer_json, python_runner,
+                                                  tmp_path):
+    """--chat wraps the prompt in chat_turn.json's prefix and suffix: the C++ runner encodes exactly the text
+    the Jinja template renders in Python and generates the same tokens."""
+    Tokenizer(tokenizer_json).write_chat_turn()
+    wrapped = python_runner.tokenizer.render_chat(PROMPT)
+    assert wrapped.startswith("<|im_start|>") and wrapped.endswith("<|im_start|>assistant\n")
+    prompt_ids = python_runner.tokenizer.encode(wrapped)
+    python_runner.reset()
+    want_ids, _ = python_runner.generate_tokens(prompt_ids, GenerationConfig(max_new_tokens=NEW_TOKENS))
+    out = _run(text_llm_runner, "--model_path", tiny_pte, "--tokenizer_path", tokenizer_json, "--prompt", PROMPT,
+               "--max_new_tokens", str(NEW_TOKENS), "--chat", "--echo")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(wrapped)
+    assert out.stdout[len(wrapped):-1] == _decode(tokenizer_json, [t for t in want_ids if t not in python_runner.eos_ids])
+    assert f"prompt {len(prompt_ids)} tok" in out.stderr, out.stderr
+
+    # Without chat_turn.json beside the tokenizer, --chat is refused with how to make one.
+    bare = tmp_path / "tokenizer.json"
+    bare.write_bytes(Path(tokenizer_json).read_bytes())
+    refused = _run(text_llm_runner, "--model_path", tiny_pte, "--tokenizer_path", str(bare), "--prompt", PROMPT,
+                   "--chat")
+    assert refused.returncode == 1
+    assert f"'{tmp_path / 'chat_turn.json'}' does not exist" in refused.stderr and "write_chat_turn()" in refused.stderr
+    (tmp_path / "chat_turn.json").write_text('{"prefix": 1}')
+    broken = _run(text_llm_runner, "--model_path", tiny_pte, "--tokenizer_path", str(bare), "--prompt", PROMPT,
+                  "--chat")
+    assert broken.returncode == 1 and 'string "prefix" and "suffix"' in broken.stderr, broken.stderr
+
+
+def test_a_template_that_changes_the_prompt_has_no_chat_turn(tokenizer_json, tmp_path):
+    """A template that rewrites the prompt (upper-cases or trims it) cannot be a fixed prefix and suffix."""
+    (tmp_path / "tokenizer.json").write_bytes(Path(tokenizer_json).read_bytes())
+    for template, why in (("<user>{{ messages[0]['content'] | upper }}</user>", "shows the prompt 0 times"),
+                          ("<user>{{ messages[0]['content'] | trim }}</user>", "changes the text around the prompt")):
+        (tmp_path / "chat_template.jinja").write_text(template)
+        tokenizer = Tokenizer(str(tmp_path / "tokenizer.json"))
+        with pytest.raises(GenerationError, match=why):
+            tokenizer.chat_turn()
+    (tmp_path / "chat_template.jinja").write_text("<user>{{ messages[0]['content'] }}</user><bot>")
+    assert Tokenizer(str(tmp_path / "tokenizer.json")).chat_turn() == ("<user>", "</user><bot>")
 
 
 def test_prompt_too_long_names_both_lengths(text_llm_runner, tiny_pte, tokenizer_json):

@@ -3,7 +3,6 @@ its Python example."""
 from __future__ import annotations
 
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -11,8 +10,9 @@ import sys
 import pytest
 
 from .conftest import smollm2_gguf
+from .test_llm_cpp_runner import REPO_ROOT, _missing
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+README = REPO_ROOT / "README.md"
 
 
 def _section() -> str:
@@ -30,6 +30,16 @@ def test_readme_llm_commands_run(tmp_path):
                          text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Paris" in run.stdout and "decode" in run.stderr and (tmp_path / "smollm2" / "tokenizer.json").exists()
+
+    # The native runner's command, on what the export wrote (the repository's build/native).
+    native = re.search(r"\n    (build/native/runner/etkit_llm_runner .*?)\n\n", _section(), re.S)
+    assert native, "README's LLMs section lost the etkit_llm_runner command"
+    command = native.group(1).replace("build/native/", f"{REPO_ROOT}/build/native/", 1)
+    if not (REPO_ROOT / "build" / "native" / "runner" / "etkit_llm_runner").is_file():
+        _missing("build/native/runner/etkit_llm_runner does not exist")
+    cpp = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=tmp_path, capture_output=True, text=True)
+    assert cpp.returncode == 0, cpp.stderr[-3000:]
+    assert "Paris" in cpp.stdout and "decode" in cpp.stderr
 
 
 @pytest.mark.slow

@@ -78,6 +78,7 @@ def test_cli_export_and_generate(tmp_path):
                             capture_output=True, text=True)
     assert export.returncode == 0, export.stderr
     assert "torch.export:" in export.stderr and (tmp_path / "tokenizer.json").exists()
+    assert "<|im_start|>user" in (tmp_path / "chat_turn.json").read_text()  # for etkit_llm_runner --chat
     generate = subprocess.run([sys.executable, "-m", "etkit", "llm", "generate", "--model", str(pte), "--tokenizer",
                                str(tmp_path / "tokenizer.json"), "--prompt", "The capital of France is",
                                "--max-new-tokens", "8"], capture_output=True, text=True)

@@ -25,12 +25,30 @@ def _cmd_export(args) -> int:
         program.write_to_file(args.output)
         tokenizer_dir = args.tokenizer_dir or os.path.dirname(os.path.abspath(args.output))
         tokenizer.save_pretrained(tokenizer_dir)
+        files = ["tokenizer.json"] + _write_chat_turn(os.path.join(tokenizer_dir, "tokenizer.json"))
     except (LlmExportError, UnsupportedModelError, OSError) as exc:
         print(f"etkit llm export: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.1f} MB) and the tokenizer to {tokenizer_dir} "
-          f"(tokenizer.json)")
+          f"({', '.join(files)})")
     return 0
+
+
+def _write_chat_turn(tokenizer_json: str) -> list:
+    """Writes chat_turn.json (for etkit_llm_runner --chat) when the tokenizer has a chat template; the
+    files written, as names."""
+    from .runner import CHAT_TURN_FILE, GenerationError, Tokenizer
+    if not os.path.isfile(tokenizer_json):  # a tokenizer saved in another format
+        return []
+    tokenizer = Tokenizer(tokenizer_json)
+    if not tokenizer.chat_template:
+        return []
+    try:
+        tokenizer.write_chat_turn()
+    except GenerationError as exc:  # the Python runner still renders the template itself
+        print(f"etkit llm export: no {CHAT_TURN_FILE} (etkit_llm_runner --chat will refuse): {exc}", file=sys.stderr)
+        return []
+    return [CHAT_TURN_FILE]
 
 
 def _cmd_generate(args) -> int:

@@ -117,6 +117,7 @@ class Tokenizer:
         else:
             raise GenerationError(f"no tokenizer could read {path!r} ({'; '.join(errors)})")
         self.chat_template = None
+        self.path = path
         folder = os.path.dirname(os.path.abspath(path))
         config, jinja = os.path.join(folder, "tokenizer_config.json"), os.path.join(folder, "chat_template.jinja")
         if path.endswith(".json") and os.path.isfile(jinja):
@@ -146,14 +147,86 @@ class Tokenizer:
         return ""
 
     def render_chat(self, prompt: str) -> str:
-        """``prompt`` as one user turn of the chat template (``add_generation_prompt``)."""
-        if not self.chat_template:
-            raise GenerationError("the tokenizer has no chat template (no chat_template.jinja, nor a "
-                                  "tokenizer_config.json with 'chat_template', beside tokenizer.json)")
-        import jinja2
-        env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
-        return env.from_string(self.chat_template).render(
-            messages=[{"role": "user", "content": prompt}], add_generation_prompt=True, bos_token="", eos_token="")
+        """``prompt`` as one user turn of the chat template (``add_generation_prompt``): the Jinja template
+        when the folder has one, else the prefix and suffix of a ``chat_turn.json`` beside the tokenizer.
+
+        Raises:
+            GenerationError: the folder has neither.
+        """
+        if self.chat_template:
+            import jinja2
+            env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+            return env.from_string(self.chat_template).render(
+                messages=[{"role": "user", "content": prompt}], add_generation_prompt=True, bos_token="",
+                eos_token="")
+        turn = chat_turn_path(self.path)
+        if os.path.isfile(turn):
+            prefix, suffix = read_chat_turn(turn)
+            return prefix + prompt + suffix
+        raise GenerationError("the tokenizer has no chat template (no chat_template.jinja, tokenizer_config.json "
+                              f"with 'chat_template' or {CHAT_TURN_FILE} beside {os.path.basename(self.path)})")
+
+    def chat_turn(self) -> tuple:
+        """``(prefix, suffix)``: the text the chat template puts before and after a single user prompt
+        (``add_generation_prompt``), so that ``prefix + prompt + suffix == render_chat(prompt)`` for any
+        prompt. What a runner without a Jinja engine (``etkit_llm_runner --chat``) needs.
+
+        Raises:
+            GenerationError: no chat template, or one whose text around the prompt depends on the prompt
+                (it then cannot be reduced to a fixed prefix and suffix).
+        """
+        marker = "\x00etkit-prompt\x00"
+        rendered = self.render_chat(marker)
+        if rendered.count(marker) != 1:
+            raise GenerationError(f"the chat template shows the prompt {rendered.count(marker)} times, not once: it "
+                                  "cannot be reduced to a fixed prefix and suffix")
+        prefix, suffix = rendered.split(marker)
+        for probe in ("Hello", "  two words\n"):
+            if self.render_chat(probe) != prefix + probe + suffix:
+                raise GenerationError("the chat template changes the text around the prompt with the prompt "
+                                      f"itself (tried {probe!r}): it cannot be reduced to a fixed prefix and suffix")
+        return prefix, suffix
+
+    def write_chat_turn(self) -> str:
+        """Writes :meth:`chat_turn` to ``chat_turn.json`` beside the tokenizer file (``{"prefix": ...,
+        "suffix": ...}``, UTF-8), which ``etkit_llm_runner --chat`` reads. ``etkit llm export`` calls this.
+
+        Returns:
+            the file's path.
+        Raises:
+            GenerationError: as :meth:`chat_turn`.
+        """
+        prefix, suffix = self.chat_turn()
+        path = chat_turn_path(self.path)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"prefix": prefix, "suffix": suffix}, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        return path
+
+
+#: The file beside a tokenizer that holds one user turn of its chat template, pre-rendered.
+CHAT_TURN_FILE = "chat_turn.json"
+
+
+def chat_turn_path(tokenizer_path: str) -> str:
+    """Where the ``chat_turn.json`` of ``tokenizer_path`` lives: in the same folder."""
+    return os.path.join(os.path.dirname(os.path.abspath(tokenizer_path)), CHAT_TURN_FILE)
+
+
+def read_chat_turn(path: str) -> tuple:
+    """``(prefix, suffix)`` from a ``chat_turn.json``.
+
+    Raises:
+        GenerationError: the file is not a JSON object with string ``prefix`` and ``suffix``.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise GenerationError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("prefix", "suffix")):
+        raise GenerationError(f"{path} must be a JSON object with string 'prefix' and 'suffix'")
+    return data["prefix"], data["suffix"]
 
 
 def _sample(logits: np.ndarray, config: GenerationConfig, rng: np.random.Generator) -> int:

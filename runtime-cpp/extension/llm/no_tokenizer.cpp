@@ -13,4 +13,11 @@ runtime::Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& pa
                             path.c_str());
 }
 
+runtime::Result<ChatTurn> load_chat_turn(const std::string& tokenizer_path) {
+  return runtime::set_error(runtime::Error::NotSupported,
+                            "cannot read the chat turn beside '%s': this build has no tokenizer library "
+                            "(pytorch-tokenizers), so it takes token ids only",
+                            tokenizer_path.c_str());
+}
+
 }  // namespace etkit::extension::llm

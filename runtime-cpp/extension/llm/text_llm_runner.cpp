@@ -307,14 +307,24 @@ Error TextLLMRunner::generate(const std::string& prompt, const GenerationConfig&
     return runtime::set_error(Error::InvalidState,
                               "this runner has no tokenizer: give one (a tokenizer file) or generate from token ids");
   }
+  if (config.apply_chat_template && !has_chat_turn_) {
+    if (tokenizer_path_.empty()) {
+      return runtime::set_error(Error::InvalidState,
+                                "apply_chat_template: this runner has no chat turn; give one with set_chat_turn()");
+    }
+    auto turn = load_chat_turn(tokenizer_path_);
+    if (!turn.ok()) return turn.error();
+    set_chat_turn(std::move(turn.get()));
+  }
+  const std::string text = config.apply_chat_template ? chat_turn_.prefix + prompt + chat_turn_.suffix : prompt;
   begin_stats(start);
-  auto encoded = tokenizer_->encode(prompt);
+  auto encoded = tokenizer_->encode(text);
   if (!encoded.ok()) return encoded.error();
   std::vector<uint64_t> tokens = std::move(encoded.get());
   if (metadata_.bos_id >= 0 && pos_ == 0 && config.num_bos > 0) {
     tokens.insert(tokens.begin(), static_cast<size_t>(config.num_bos), static_cast<uint64_t>(metadata_.bos_id));
   }
-  if (config.echo && token_callback) token_callback(prompt);
+  if (config.echo && token_callback) token_callback(text);
   std::unordered_set<uint64_t> eos;
   for (int64_t id : metadata_.eos_ids) eos.insert(static_cast<uint64_t>(id));
   Utf8Stream stream;

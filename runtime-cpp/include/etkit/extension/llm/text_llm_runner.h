@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "etkit/extension/llm/tokenizer.h"
@@ -59,6 +60,9 @@ struct GenerationConfig {
   int32_t num_bos = 0;
   /// Keep the last tokens of a prompt too long for the cache instead of refusing it.
   bool truncate_prompt = false;
+  /// generate(): wrap the prompt as one user turn of the model's chat template (ChatTurn: the runner's
+  /// set_chat_turn(), else chat_turn.json beside the tokenizer file) before encoding it.
+  bool apply_chat_template = false;
 };
 
 /// Timings of one generate() call, as ExecuTorch's Stats: milliseconds on a steady clock (fractional;
@@ -130,8 +134,10 @@ class TextLLMRunner : public IRunner {
 
   /// Generates a continuation of `prompt`, passing each new piece of text to `token_callback` (whole
   /// UTF-8 characters only; the EOS token is not passed) and the stats to `stats_callback` at the end.
-  /// Continues the conversation at the current position (reset() starts a new one).
-  /// Errors: InvalidState (no tokenizer), InvalidArgument (the prompt is empty, or too long for the
+  /// Continues the conversation at the current position (reset() starts a new one). With
+  /// config.apply_chat_template the prompt is first wrapped in the chat turn (and echo passes the wrapped text).
+  /// Errors: InvalidState (no tokenizer), load_chat_turn()'s (no chat turn given and none beside the
+  /// tokenizer file), InvalidArgument (the prompt is empty, or too long for the
   /// cache without truncate_prompt: the message names its length and get_max_context_len), and any
   /// load or execute error.
   runtime::Error generate(const std::string& prompt, const GenerationConfig& config,
@@ -145,6 +151,9 @@ class TextLLMRunner : public IRunner {
                                       std::function<void(uint64_t)> token_callback = {},
                                       std::function<void(const Stats&)> stats_callback = {},
                                       std::vector<uint64_t>* generated = nullptr);
+
+  /// The chat turn generate() uses with config.apply_chat_template, instead of chat_turn.json.
+  void set_chat_turn(ChatTurn turn) { chat_turn_ = std::move(turn); has_chat_turn_ = true; }
 
   /// Asks a running generate() to stop after the current token (stop reason "stopped").
   void stop() override;
@@ -173,6 +182,8 @@ class TextLLMRunner : public IRunner {
   std::string model_path_;
   std::string tokenizer_path_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  ChatTurn chat_turn_;
+  bool has_chat_turn_ = false;
   std::unique_ptr<Module> module_;
   Metadata metadata_;
   bool loaded_ = false;

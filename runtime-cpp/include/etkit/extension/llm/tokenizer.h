@@ -44,4 +44,22 @@ bool tokenizers_available();
 /// InvalidArgument (no tokenizer reads it), NotSupported (built without pytorch-tokenizers).
 runtime::Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path);
 
+/// One user turn of an instruct model's chat template, rendered ahead of time: prefix + prompt + suffix is
+/// what the Jinja template makes of a single user message with add_generation_prompt. The C++ runner has no
+/// Jinja engine; etkit.llm's Tokenizer.write_chat_turn() (which `etkit llm export` calls) renders the
+/// template in Python and writes the two strings to chat_turn.json beside tokenizer.json.
+struct ChatTurn {
+  std::string prefix;
+  std::string suffix;
+};
+
+/// The file load_chat_turn() reads, in the folder of the tokenizer file.
+inline constexpr const char* kChatTurnFile = "chat_turn.json";
+
+/// Reads chat_turn.json ({"prefix": "...", "suffix": "..."}, UTF-8) from the folder of `tokenizer_path`.
+/// Errors (message in runtime::last_error_message()): NotFound (no such file; the message says how to make
+/// one), InvalidArgument (not a JSON object with string "prefix" and "suffix"), NotSupported (built without
+/// pytorch-tokenizers, whose JSON reader it uses).
+runtime::Result<ChatTurn> load_chat_turn(const std::string& tokenizer_path);
+
 }  // namespace etkit::extension::llm
