@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "etkit/extension/devtools/bundled_program.h"
+#include "etkit/runtime/log.h"
+#include "etkit/runtime/platform.h"
 #include "etkit/runtime/runtime.h"
 #include "etkit/runtime/threadpool.h"
 
@@ -361,6 +364,34 @@ class RegistrationProbeBackend final : public rt::BackendInterface {
 };
 RegistrationProbeBackend g_probe_backend;
 
+// The runtime's log messages go to a Python callable (etkit.runtime hands logging's a function) through a
+// PAL log sink registered at import. Held as a plain reference, never released: the sink may run on any
+// thread until the process ends, and etkit.runtime clears it at exit, before the interpreter goes away.
+PyObject* g_log_handler = nullptr;
+
+void python_log_sink(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filename,
+                     const char* function, size_t line, const char* message, size_t length) {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (g_log_handler == nullptr || !Py_IsInitialized() || finalizing) {
+    std::fprintf(stderr, "[etkit %c %s:%zu] %.*s\n", static_cast<char>(level), filename, line,
+                 static_cast<int>(length), message);
+    return;
+  }
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject* text = PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(length), "replace");
+  PyObject* result = text == nullptr ? nullptr
+                                     : PyObject_CallFunction(g_log_handler, "CssnO", static_cast<int>(level), filename,
+                                                             function, static_cast<Py_ssize_t>(line), text);
+  if (result == nullptr) PyErr_WriteUnraisable(g_log_handler);  // a failing handler must not take the caller down
+  Py_XDECREF(result);
+  Py_XDECREF(text);
+  PyGILState_Release(gil);
+}
+
 }  // namespace
 
 NB_MODULE(_runtime, m) {
@@ -369,6 +400,8 @@ NB_MODULE(_runtime, m) {
       "etkit._runtime.EtkitRuntimeError", "A failure reported by the etkit C++ runtime.", PyExc_RuntimeError, nullptr));
   m.attr("EtkitRuntimeError") = g_error_type;
   m.attr("BACKEND_ABI_VERSION") = ETKIT_BACKEND_ABI_VERSION;
+
+  rt::register_pal(rt::PalImpl::create(&python_log_sink, __FILE__));
 
   int rc = etkit_register_portable_kernels();
   if (rc != 0) {
@@ -487,6 +520,26 @@ NB_MODULE(_runtime, m) {
       "set_memory_limit", [](uint64_t bytes) { rt::set_memory_limit(bytes); }, nb::arg("bytes"),
       "Bytes one Method may claim (program file + planned buffers) for methods loaded from now on; 0: the RAM.");
   m.def("memory_limit", [] { return rt::memory_limit(); });
+  m.def(
+      "set_log_level", [](int level) { rt::set_log_level(static_cast<rt::LogLevel>(level)); }, nb::arg("level"),
+      "Drop log messages below `level` (0 Debug, 1 Info, 2 Error, 3 Fatal; log.h).");
+  m.def("log_level", [] { return static_cast<int>(rt::log_level()); });
+  m.def(
+      "_set_log_handler",
+      [](nb::object handler) {
+        PyObject* old = g_log_handler;
+        g_log_handler = handler.is_none() ? nullptr : handler.inc_ref().ptr();
+        Py_XDECREF(old);
+      },
+      nb::arg("handler").none(),
+      "handler(level: 'D'|'I'|'E'|'F', filename, function, line, message) receives the runtime's log messages; "
+      "None: stderr.");
+  m.def(
+      "_log", [](int level, const std::string& message) {
+        etkit::runtime::internal::vlogf(static_cast<rt::LogLevel>(level), __FILE__, "_log", __LINE__, "%s",
+                                        message.c_str());
+      },
+      nb::arg("level"), nb::arg("message"), "Logs `message` through the runtime's logging (for tests).");
   m.def(
       "_register_probe_backend",
       [](uint32_t abi_version, const std::string& backend_id) {

@@ -4,6 +4,8 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "etkit/runtime/log.h"
+
 namespace etkit::runtime {
 namespace {
 constexpr size_t kMessageCapacity = 1024;
@@ -41,8 +43,19 @@ Error set_error(Error error, const char* format, ...) {
   va_start(args, format);
   std::vsnprintf(g_message, kMessageCapacity, format, args);
   va_end(args);
+  // The caller hands the message on with the Error; the log has it for whoever follows the runtime at Debug.
+  if (log_enabled(LogLevel::Debug)) {
+    internal::vlogf(LogLevel::Debug, "", "", 0, "%s: %s", error_name(error), g_message);
+  }
   return error;
 }
+
+namespace internal {
+void result_value_of_error(Error error) {
+  ETKIT_LOG(Fatal, "a Result holding the error %s was read as a value (check ok() first)", error_name(error));
+  pal_abort();
+}
+}  // namespace internal
 
 void clear_error_message() { g_message[0] = '\0'; }
 

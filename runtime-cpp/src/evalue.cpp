@@ -1,6 +1,8 @@
 // EValue accessors and boxed-list materialisation (see evalue.h).
 #include "etkit/runtime/evalue.h"
 
+#include "etkit/runtime/log.h"
+
 #include <cstdlib>
 
 namespace etkit::runtime {
@@ -38,7 +40,10 @@ Span<Tensor* const> BoxedList<Tensor*>::get() const {
 }
 
 namespace {
-[[noreturn]] void tag_mismatch() { std::abort(); }
+[[noreturn]] void tag_mismatch() {
+  ETKIT_LOG(Fatal, "an EValue was read as a type it does not hold (check is_<type>() first)");
+  pal_abort();
+}
 }  // namespace
 
 EValue EValue::make_string(const char* data, size_t size) {

@@ -1,14 +1,12 @@
 #include "etkit/runtime/event_tracer.h"
 
-#include <chrono>
 #include <cstdio>
+
+#include "etkit/runtime/platform.h"
 
 namespace etkit::runtime {
 
-int64_t EventTracer::now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t EventTracer::now_ns() { return pal_current_time_ns(); }
 
 void EventTracer::record(ProfileEventKind kind, const char* name, const char* backend, int64_t start_ns,
                          int64_t end_ns, int32_t instruction) {

@@ -24,7 +24,11 @@ from typing import Any, Sequence
 from etkit import _runtime
 from etkit._runtime import EtkitRuntimeError
 
+from ._log import log_level, set_log_level
+
 __all__ = [
+    "log_level",
+    "set_log_level",
     "set_memory_limit",
     "set_num_threads",
     "BackendRegistry",

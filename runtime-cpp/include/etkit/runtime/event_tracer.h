@@ -35,7 +35,8 @@ class EventTracer final {
  public:
   EventTracer(ProfileEvent* storage, size_t capacity) : events_(storage), capacity_(capacity) {}
 
-  /// Steady-clock nanoseconds, the time base of every event.
+  /// Nanoseconds of the PAL's clock (platform.h: et_pal_current_ticks, steady_clock by default), the time
+  /// base of every event.
   static int64_t now_ns();
 
   /// Records an event; when the storage is full the event is dropped and counted.

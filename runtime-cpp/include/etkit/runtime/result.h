@@ -13,6 +13,12 @@
 
 namespace etkit::runtime {
 
+namespace internal {
+/// Logs (Fatal) that a Result holding `error` was read as a value, then calls the PAL's abort.
+[[noreturn]] void result_value_of_error(Error error);
+}  // namespace internal
+
+
 template <typename T>
 class Result final {
  public:
@@ -56,7 +62,7 @@ class Result final {
 
  private:
   void check_ok() const {
-    if (!has_value_) std::abort();
+    if (!has_value_) internal::result_value_of_error(error_);
   }
   union {
     T value_;
