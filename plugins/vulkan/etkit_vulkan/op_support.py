@@ -10,13 +10,15 @@ leading dimensions; broadcasting over folded ones is refused).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
 from torch.export import ExportedProgram
 
 from etkit.backend.utils import get_constant, is_constant
+from etkit.dialects.quantized import (choose_qparams_ops, dynamic_dequantize_ops, dynamic_quantize_ops, torchao_op,
+                                      weight_dequantize_ops)
 
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
@@ -28,22 +30,13 @@ MAX_VIEW_DIMS = 6
 Check = Callable[[torch.fx.Node, ExportedProgram], Optional[str]]
 
 
-def _torchao_op(name: str):
-    try:
-        import torchao.quantization.quant_primitives  # noqa: F401  (registers torch.ops.torchao)
-        return getattr(torch.ops.torchao, name).default
-    except (ImportError, AttributeError, RuntimeError):
-        return None
-
-
-TORCHAO_DEQUANTIZE = _torchao_op("dequantize_affine")
-TORCHAO_QUANTIZE = _torchao_op("quantize_affine")
-TORCHAO_CHOOSE_QPARAMS = _torchao_op("choose_qparams_affine")
-WEIGHT_DEQUANTIZE_OPS = tuple(op for op in (qd.dequantize_per_channel.default, qd.dequantize_per_tensor.default,
-                                            TORCHAO_DEQUANTIZE) if op is not None)
-CHOOSE_QPARAMS_OPS = tuple(op for op in (qd.choose_qparams.tensor, TORCHAO_CHOOSE_QPARAMS) if op is not None)
-ACT_QUANTIZE_OPS = tuple(op for op in (qd.quantize_per_tensor.tensor, TORCHAO_QUANTIZE) if op is not None)
-ACT_DEQUANTIZE_OPS = tuple(op for op in (qd.dequantize_per_tensor.tensor, TORCHAO_DEQUANTIZE) if op is not None)
+TORCHAO_DEQUANTIZE = torchao_op("dequantize_affine")
+TORCHAO_QUANTIZE = torchao_op("quantize_affine")
+TORCHAO_CHOOSE_QPARAMS = torchao_op("choose_qparams_affine")
+WEIGHT_DEQUANTIZE_OPS = weight_dequantize_ops()
+CHOOSE_QPARAMS_OPS = choose_qparams_ops()
+ACT_QUANTIZE_OPS = dynamic_quantize_ops()
+ACT_DEQUANTIZE_OPS = dynamic_dequantize_ops()
 
 
 @dataclass(frozen=True)

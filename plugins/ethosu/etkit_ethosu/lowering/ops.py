@@ -13,17 +13,14 @@ probes of docs/design/ethosu-route.md section 4.3 for the NPU constraints.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Optional
 
 import torch
+from etkit.dialects.quantized import is_dequantize, is_quantize  # noqa: F401  (lower.py and the partitioner use ops.*)
 
 aten = torch.ops.aten
-
-
-def _qd():
-    import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-    return torch.ops.quantized_decomposed
 
 
 def target_name(node: torch.fx.Node) -> str:
@@ -34,17 +31,8 @@ def target_name(node: torch.fx.Node) -> str:
         f"{t.namespace}.{t._schema.name.split('::')[-1]}.{t._overloadname}"
 
 
-def is_quantize(node) -> bool:
-    return getattr(node, "op", None) == "call_function" and node.target == _qd().quantize_per_tensor.default
-
-
-def is_dequantize(node) -> bool:
-    return getattr(node, "op", None) == "call_function" and node.target == _qd().dequantize_per_tensor.default
-
-
-def is_weight_dequantize(node) -> bool:
-    return getattr(node, "op", None) == "call_function" and node.target in (
-        _qd().dequantize_per_channel.default, _qd().dequantize_per_tensor.default)
+#: A PT2E weight's dequantize: per tensor or per output channel.
+is_weight_dequantize = functools.partial(is_dequantize, per_channel=True)
 
 
 ACTIVATIONS = {"aten.relu.default", "aten.hardtanh.default", "aten.clamp.default"}

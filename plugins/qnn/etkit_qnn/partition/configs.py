@@ -12,19 +12,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import torch
+from etkit.dialects.quantized import torchao_op
 
 aten = torch.ops.aten
 
-def _torchao_dequantize_affine():
-    try:
-        import torchao.quantization.quant_primitives  # noqa: F401  (registers torch.ops.torchao)
-        return torch.ops.torchao.dequantize_affine.default
-    except (ImportError, AttributeError, RuntimeError):
-        return None
-
-
 #: torchao's block-wise dequantize (QnnQuantizer's use_16a4w_block weights); None without torchao.
-DEQUANTIZE_AFFINE = _torchao_dequantize_affine()
+DEQUANTIZE_AFFINE = torchao_op("dequantize_affine")
 
 #: Most dimensions a QNN HTP tensor may have (QNN's HTP op definitions are up to 5-D).
 MAX_RANK = 5

@@ -15,6 +15,7 @@ Every op left outside is in :meth:`QnnPartitioner.report` with its reason.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import operator
 from typing import Callable, Optional
@@ -24,8 +25,10 @@ from torch.export import ExportedProgram
 
 from etkit.backend import DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, \
     PartitionResult, Rejection
-from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call, is_user_input,
+from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call,
                                  node_target_name, propose_partitions, tag_constant_data)
+from etkit.dialects import quantized
+from etkit.dialects.quantized import is_quantize
 
 from ..compile_spec import QnnCompileSpec
 from ..plugin import BACKEND_ID
@@ -33,18 +36,9 @@ from . import configs
 
 logger = logging.getLogger(__name__)
 qd = torch.ops.quantized_decomposed
-QUANTIZE = (qd.quantize_per_tensor.default,)
 DEQUANTIZE_AFFINE = configs.DEQUANTIZE_AFFINE
-DEQUANTIZE = tuple(op for op in (qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default,
-                                 DEQUANTIZE_AFFINE) if op is not None)
-
-
-def is_quantize(node) -> bool:
-    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in QUANTIZE
-
-
-def is_dequantize(node) -> bool:
-    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in DEQUANTIZE
+#: Every dequantize QnnQuantizer leaves: activations per tensor, weights per channel or block-wise.
+is_dequantize = functools.partial(quantized.is_dequantize, per_channel=True, blockwise=True)
 
 
 def _duplicate_dequantize(ep: ExportedProgram) -> None:

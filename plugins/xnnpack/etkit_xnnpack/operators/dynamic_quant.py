@@ -41,34 +41,23 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
+from etkit.dialects.quantized import (DEQUANTIZE_PER_CHANNEL, choose_qparams_ops, dynamic_dequantize_ops,
+                                      dynamic_quantize_ops, torchao_op, weight_dequantize_ops)
 
-from .quant import DEQUANTIZE_PER_CHANNEL, DEQUANTIZE_PER_TENSOR
-
-qd = torch.ops.quantized_decomposed
 
 #: XNNDatatype numbers.
 QCINT8, QCINT4, QDINT8, QBINT4 = 6, 8, 9, 10
 
 
-def _torchao_op(name: str):
-    """``torch.ops.torchao.<name>.default`` if torchao registered it, else None."""
-    try:
-        import torchao.quantization.quant_primitives  # noqa: F401  (registers the ops)
-        return getattr(torch.ops.torchao, name).default
-    except (ImportError, AttributeError, RuntimeError):
-        return None
+TORCHAO_CHOOSE_QPARAMS = torchao_op("choose_qparams_affine")
+TORCHAO_QUANTIZE = torchao_op("quantize_affine")
+TORCHAO_DEQUANTIZE = torchao_op("dequantize_affine")
 
-
-TORCHAO_CHOOSE_QPARAMS = _torchao_op("choose_qparams_affine")
-TORCHAO_QUANTIZE = _torchao_op("quantize_affine")
-TORCHAO_DEQUANTIZE = _torchao_op("dequantize_affine")
-
-CHOOSE_QPARAMS_OPS = {op for op in (qd.choose_qparams.tensor, TORCHAO_CHOOSE_QPARAMS) if op is not None}
-DYNAMIC_QUANTIZE_OPS = {op for op in (qd.quantize_per_tensor.tensor, TORCHAO_QUANTIZE) if op is not None}
-DYNAMIC_DEQUANTIZE_OPS = {op for op in (qd.dequantize_per_tensor.tensor, TORCHAO_DEQUANTIZE) if op is not None}
+CHOOSE_QPARAMS_OPS = set(choose_qparams_ops())
+DYNAMIC_QUANTIZE_OPS = set(dynamic_quantize_ops())
+DYNAMIC_DEQUANTIZE_OPS = set(dynamic_dequantize_ops())
 #: Weight dequantize ops this module reads (a constant input makes them compile-time foldable).
-WEIGHT_DEQUANTIZE_OPS = {op for op in (DEQUANTIZE_PER_TENSOR, DEQUANTIZE_PER_CHANNEL, TORCHAO_DEQUANTIZE)
-                         if op is not None}
+WEIGHT_DEQUANTIZE_OPS = set(weight_dequantize_ops())
 #: Linear-like ops that can read a dynamically quantized activation (input position, weight position).
 DYNAMIC_READERS = {torch.ops.aten.linear.default: (0, 1)}
 

@@ -27,16 +27,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
-from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (registers the ops)
+from etkit.dialects.quantized import (DEQUANTIZE_PER_CHANNEL, DEQUANTIZE_PER_TENSOR, QUANTIZE_PER_TENSOR,
+                                      is_dequantize, is_quantize)
 
 from ..serialization.graph_builder import PerChannel, PerTensor
 
 aten = torch.ops.aten
-qd = torch.ops.quantized_decomposed
 
-QUANTIZE_PER_TENSOR = qd.quantize_per_tensor.default
-DEQUANTIZE_PER_TENSOR = qd.dequantize_per_tensor.default
-DEQUANTIZE_PER_CHANNEL = qd.dequantize_per_channel.default
 #: Dequantize ops evaluated at compile time when their input is a constant (int8 weights).
 DEQUANTIZE_OPS = {DEQUANTIZE_PER_TENSOR, DEQUANTIZE_PER_CHANNEL}
 Q_DQ_OPS = {QUANTIZE_PER_TENSOR, DEQUANTIZE_PER_TENSOR, DEQUANTIZE_PER_CHANNEL}
@@ -67,14 +64,6 @@ def activation_params(node) -> Optional[Int8Params]:
     if not isinstance(scale, (int, float)) or not isinstance(zero_point, int) or scale <= 0:
         return None
     return Int8Params(float(scale), int(zero_point))
-
-
-def is_dequantize(node) -> bool:
-    return isinstance(node, torch.fx.Node) and node.target is DEQUANTIZE_PER_TENSOR
-
-
-def is_quantize(node) -> bool:
-    return isinstance(node, torch.fx.Node) and node.target is QUANTIZE_PER_TENSOR
 
 
 # --------------------------------------------------------------------------------- which ops
