@@ -1,13 +1,16 @@
 """Helpers partitioners and ``preprocess`` implementations share: constants and tags."""
 from __future__ import annotations
 
-from typing import Optional
+import collections
+import logging
+from typing import Iterable, Mapping, Optional
 
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputSpec, TensorArgument
 
-from .partitioner import DELEGATION_TAG
+from .compile_spec import DelegationSpec
+from .partitioner import DELEGATION_TAG, PartitionReport, PartitionResult, Rejection
 
 #: Input kinds whose values are known ahead of time.
 CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
@@ -122,6 +125,49 @@ def propose_partitions(ep: ExportedProgram, supported: set) -> list[list[torch.f
     order = {n: i for i, n in enumerate(ep.graph.nodes)}
     groups.sort(key=lambda g: min(order[n] for n in g))
     return groups
+
+
+def tag_partitions(ep: ExportedProgram, groups: Iterable[list], delegation_spec: DelegationSpec, *,
+                   backend_id: str, tag_prefix: str, reasons: Optional[Mapping[torch.fx.Node, str]] = None,
+                   rejected: Iterable[Rejection] = (), take_constant_data: bool = True,
+                   logger: Optional[logging.Logger] = None) -> tuple[PartitionResult, PartitionReport]:
+    """What every partitioner ends with: tag each group, take the constants the groups read, and report.
+
+    Args:
+        ep: the program being partitioned; its nodes get ``node.meta["delegation_tag"]``.
+        groups: the node groups to delegate, in the order their tags are numbered (``<tag_prefix>_0``,
+            ``<tag_prefix>_1``, ...), e.g. :func:`propose_partitions`'s after the backend dropped the groups
+            not worth a delegate call.
+        delegation_spec: what every tag maps to in the result.
+        backend_id: the report's backend.
+        tag_prefix: the tags' prefix, e.g. ``"mybackend"``.
+        reasons: why each refused node was refused; the ones left untagged become :class:`Rejection` rows.
+        rejected: rejections the partitioner built itself, kept as they are.
+        take_constant_data: tag the parameters, buffers and constants only delegated nodes read
+            (:func:`tag_constant_data`), so they move into the delegate.
+        logger: where the report is logged at INFO (None: not logged).
+    Returns:
+        ``(PartitionResult, PartitionReport)``: the report counts the delegated nodes per op and lists the
+        rejections in graph order.
+    """
+    tags: dict = {}
+    delegated = collections.Counter()
+    for nodes in groups:
+        tag = f"{tag_prefix}_{len(tags)}"
+        tags[tag] = delegation_spec
+        for n in nodes:
+            n.meta[DELEGATION_TAG] = tag
+            delegated[node_target_name(n)] += 1
+    if take_constant_data:
+        tag_constant_data(ep)
+    rows = list(rejected) + [Rejection(n.name, node_target_name(n), why) for n, why in (reasons or {}).items()
+                             if DELEGATION_TAG not in n.meta]
+    position = {n.name: i for i, n in enumerate(ep.graph.nodes)}
+    rows.sort(key=lambda r: position.get(r.node_name, 0))
+    report = PartitionReport(backend_id, dict(sorted(delegated.items())), rows, len(tags))
+    if logger is not None:
+        logger.info("%s", report.format())
+    return PartitionResult(tagged_exported_program=ep, partition_tags=tags), report
 
 
 def give_each_user_its_own_copy(ep: ExportedProgram, predicate) -> int:

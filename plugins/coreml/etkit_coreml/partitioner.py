@@ -10,7 +10,6 @@ Seed pages: "Core ML Backend" (Partitioner API), "Troubleshooting" (Core ML).
 """
 from __future__ import annotations
 
-import collections
 import logging
 import operator
 from typing import Callable, Optional, Sequence
@@ -18,9 +17,8 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch.export import ExportedProgram
 
-from etkit.backend import (DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
-                           Rejection)
-from etkit.backend.utils import is_delegate_call, node_target_name, propose_partitions, tag_constant_data
+from etkit.backend import CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult, Rejection
+from etkit.backend.utils import is_delegate_call, node_target_name, propose_partitions, tag_partitions
 
 from ._quiet import import_coremltools
 from .compile_specs import COMPILE_SPEC_KEYS
@@ -179,22 +177,10 @@ class CoreMLPartitioner(Partitioner):
                 + "\n  ".join(str(r) for r in rejected)
                 + "\nSet lower_full_graph=False to run them outside Core ML, or rewrite the model to avoid them.")
 
-        groups = propose_partitions(ep, supported)
-        order = {n: i for i, n in enumerate(ep.graph.nodes)}
-        tags, delegated = {}, collections.Counter()
-        for i, nodes in enumerate(groups):
-            tag = f"coreml_{i}"
-            tags[tag] = self.delegation_spec
-            for n in nodes:
-                n.meta[DELEGATION_TAG] = tag
-                delegated[node_target_name(n)] += 1
-        if self.take_over_constant_data:
-            tag_constant_data(ep)
-        position = {n.name: i for n, i in order.items()}
-        rejected.sort(key=lambda r: position.get(r.node_name, 0))
-        self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
-        logger.info("%s", self._report.format())
-        return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+        result, self._report = tag_partitions(ep, propose_partitions(ep, supported), self.delegation_spec,
+                                              backend_id=BACKEND_ID, tag_prefix="coreml", rejected=rejected,
+                                              take_constant_data=self.take_over_constant_data, logger=logger)
+        return result
 
     def ops_to_not_decompose(
         self, ep: ExportedProgram

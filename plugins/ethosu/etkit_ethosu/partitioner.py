@@ -11,16 +11,15 @@ Seed pages: "Arm Ethos-U Backend", "Partitioner API" (Ethos-U).
 """
 from __future__ import annotations
 
-import collections
 import logging
 from typing import Callable, Optional, Sequence
 
 import torch
 from torch.export import ExportedProgram
 
-from etkit.backend import DELEGATION_TAG, DelegationSpec, Partitioner, PartitionReport, PartitionResult, Rejection
+from etkit.backend import DelegationSpec, Partitioner, PartitionReport, PartitionResult
 from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call, is_user_input,
-                                 node_target_name, propose_partitions, tag_constant_data)
+                                 propose_partitions, tag_partitions)
 
 from .compile_spec import EthosUCompileSpec
 from .lowering import ops
@@ -166,25 +165,12 @@ class EthosUPartitioner(Partitioner):
         supported, reasons = self._candidates(ep)
         self._settle(ep, supported, reasons)
 
-        groups = propose_partitions(ep, supported)
-        order = {n: i for i, n in enumerate(ep.graph.nodes)}
-        tags, delegated = {}, collections.Counter()
-        for nodes in groups:
-            if not any(ops.is_compute(n) or ops.is_pass_through(n) for n in nodes):
-                continue  # quantize/dequantize pairs alone: nothing for the NPU to do
-            tag = f"ethosu_{len(tags)}"
-            tags[tag] = self.delegation_spec
-            for n in nodes:
-                n.meta[DELEGATION_TAG] = tag
-                delegated[node_target_name(n)] += 1
-        tag_constant_data(ep)
-        rejected = [Rejection(n.name, node_target_name(n), why) for n, why in reasons.items()
-                    if DELEGATION_TAG not in n.meta]
-        position = {n.name: i for n, i in order.items()}
-        rejected.sort(key=lambda r: position.get(r.node_name, 0))
-        self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
-        logger.info("%s", self._report.format())
-        return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+        # quantize/dequantize pairs alone are nothing for the NPU to do
+        groups = [nodes for nodes in propose_partitions(ep, supported)
+                  if any(ops.is_compute(n) or ops.is_pass_through(n) for n in nodes)]
+        result, self._report = tag_partitions(ep, groups, self.delegation_spec, backend_id=BACKEND_ID,
+                                              tag_prefix="ethosu", reasons=reasons, logger=logger)
+        return result
 
     def ops_to_not_decompose(
         self, ep: ExportedProgram

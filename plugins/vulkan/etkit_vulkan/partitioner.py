@@ -16,8 +16,8 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch.export import ExportedProgram
 
-from etkit.backend import DELEGATION_TAG, DelegationSpec, Partitioner, PartitionReport, PartitionResult, Rejection
-from etkit.backend.utils import is_delegate_call, node_target_name, propose_partitions, tag_constant_data
+from etkit.backend import DelegationSpec, Partitioner, PartitionReport, PartitionResult
+from etkit.backend.utils import is_delegate_call, node_target_name, propose_partitions, tag_partitions
 
 from .compile_options import VulkanCompileOptions
 from .op_support import BY_TARGET, FAMILIES, FLOAT_DTYPES, SYM_OPS, dynamic_chain, tensor_outputs
@@ -151,23 +151,11 @@ class VulkanPartitioner(Partitioner):
             elif (node.target is _SYM_SIZE or node.target in SYM_OPS) and any(
                     u in supported or u.target in SYM_OPS for u in node.users):
                 supported.add(node)
-        tags, delegated = {}, collections.Counter()
-        for nodes in propose_partitions(ep, supported):
-            compute = [n for n in nodes if n.target in BY_TARGET]
-            if not compute:
-                continue
-            tag = f"vulkan_{len(tags)}"
-            for n in nodes:
-                n.meta[DELEGATION_TAG] = tag
-            delegated.update(node_target_name(n) for n in nodes if n.op == "call_function")
-            tags[tag] = self.delegation_spec
-        tag_constant_data(ep)
-        order = {n: i for i, n in enumerate(ep.graph.nodes)}
-        rejected = [Rejection(n.name, node_target_name(n), why) for n, why in
-                    sorted(reasons.items(), key=lambda kv: order[kv[0]]) if DELEGATION_TAG not in n.meta]
-        self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
-        logger.info("%s", self._report.format())
-        return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+        # a group of only tuple items and size arithmetic computes nothing on the device
+        groups = [nodes for nodes in propose_partitions(ep, supported) if any(n.target in BY_TARGET for n in nodes)]
+        result, self._report = tag_partitions(ep, groups, self.delegation_spec, backend_id=BACKEND_ID,
+                                              tag_prefix="vulkan", reasons=reasons, logger=logger)
+        return result
 
     def report(self) -> Optional[PartitionReport]:
         """Delegated op counts and every rejected node with its reason, for the last :meth:`partition`."""

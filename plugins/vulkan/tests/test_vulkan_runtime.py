@@ -215,6 +215,15 @@ def test_etkit_backends_lists_the_device():
     assert availability().available and "yes" in line, proc.stdout
 
 
+def test_shaders_run_with_robust_buffer_access():
+    """The device is created with robustBufferAccess (lavapipe has it): an out-of-range shader access stays
+    inside its buffer instead of reaching the process's heap (context.cpp)."""
+    from etkit_vulkan import _delegate
+
+    ok, text = _delegate.probe()
+    assert ok and text.endswith(", robust buffer access"), text
+
+
 _FUZZ = textwrap.dedent("""
     import random, sys, torch
     sys.path[:0] = [sys.argv[1], sys.argv[4]]

@@ -14,7 +14,6 @@ Every op left outside is in :meth:`QnnPartitioner.report` with its reason.
 """
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import operator
@@ -23,10 +22,9 @@ from typing import Callable, Optional
 import torch
 from torch.export import ExportedProgram
 
-from etkit.backend import DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, \
-    PartitionResult, Rejection
+from etkit.backend import CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult
 from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call,
-                                 node_target_name, propose_partitions, tag_constant_data)
+                                 node_target_name, propose_partitions, tag_partitions)
 from etkit.dialects import quantized
 from etkit.dialects.quantized import is_quantize
 
@@ -175,23 +173,13 @@ class QnnPartitioner(Partitioner):
             if not leaking:
                 break
             supported.difference_update(leaking)
-        tags, delegated = {}, collections.Counter()
-        for nodes in groups:
-            if not any(n.target in configs.BY_TARGET and n.target is not operator.getitem for n in nodes):
-                continue  # quantize/dequantize pairs alone: nothing for the HTP to do
-            tag = f"qnn_{len(tags)}"
-            tags[tag] = self.delegation_spec
-            for n in nodes:
-                n.meta[DELEGATION_TAG] = tag
-                delegated[node_target_name(n)] += 1
-        tag_constant_data(ep)
-        position = {n.name: i for i, n in enumerate(ep.graph.nodes)}
-        rejected = [Rejection(n.name, node_target_name(n), why) for n, why in reasons.items()
-                    if DELEGATION_TAG not in n.meta and not (is_quantize(n) or is_dequantize(n))]
-        rejected.sort(key=lambda r: position.get(r.node_name, 0))
-        self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
-        logger.info("%s", self._report.format())
-        return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+        # quantize/dequantize pairs alone are nothing for the HTP to do
+        worth = [nodes for nodes in groups
+                 if any(n.target in configs.BY_TARGET and n.target is not operator.getitem for n in nodes)]
+        result, self._report = tag_partitions(
+            ep, worth, self.delegation_spec, backend_id=BACKEND_ID, tag_prefix="qnn", logger=logger,
+            reasons={n: why for n, why in reasons.items() if not (is_quantize(n) or is_dequantize(n))})
+        return result
 
     def ops_to_not_decompose(
         self, ep: ExportedProgram

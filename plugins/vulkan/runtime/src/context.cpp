@@ -185,6 +185,12 @@ bool Context::init(std::string* reason) {
   }
   fp16_ = storage16.storageBuffer16BitAccess && float16.shaderFloat16 && has_float16_ext &&
           image_storage_ok(physical_, VK_FORMAT_R16G16B16A16_SFLOAT);
+  // A shader's access outside its bound buffer reads zero or a value of the buffer and writes nothing
+  // outside it (robustBufferAccess, a Vulkan 1.0 feature), instead of reaching whatever memory follows: the
+  // delegate checks the payload's sizes, and this keeps a mistake there from becoming a wild access, which
+  // on a CPU device (lavapipe) would land in the process's own heap.
+  robust_buffer_access_ = features.features.robustBufferAccess == VK_TRUE;
+  if (robust_buffer_access_) description_ += ", robust buffer access";
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -194,14 +200,17 @@ bool Context::init(std::string* reason) {
   VkPhysicalDevice16BitStorageFeatures enable16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features enablef16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
   const char* ext_names[] = {VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME};
+  VkPhysicalDeviceFeatures2 enable{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  enable.features.robustBufferAccess = robust_buffer_access_ ? VK_TRUE : VK_FALSE;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
+  dci.pNext = &enable;  // the features (pEnabledFeatures stays null, as the pNext form requires)
   if (fp16_) {
     enable16.storageBuffer16BitAccess = VK_TRUE;
     enablef16.shaderFloat16 = VK_TRUE;
     enable16.pNext = &enablef16;
-    dci.pNext = &enable16;
+    enable.pNext = &enable16;
     dci.enabledExtensionCount = 1;
     dci.ppEnabledExtensionNames = ext_names;
   }

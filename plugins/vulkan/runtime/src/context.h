@@ -59,6 +59,8 @@ class Context {
   const VkPhysicalDeviceProperties& properties() const { return props_; }
   const std::string& description() const { return description_; }
   bool supports_fp16() const { return fp16_; }
+  /// Shaders run with robustBufferAccess (out-of-range buffer accesses stay inside the buffer).
+  bool robust_buffer_access() const { return robust_buffer_access_; }
   bool supports_timestamps() const { return timestamp_bits_ > 0; }
   float timestamp_period_ns() const { return props_.limits.timestampPeriod; }
   uint32_t max_image_dimension_3d() const { return props_.limits.maxImageDimension3D; }
@@ -105,6 +107,7 @@ class Context {
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties mem_props_{};
   std::string description_;
+  bool robust_buffer_access_ = false;
   bool fp16_ = false;
   uint32_t queue_family_ = 0;
   uint32_t timestamp_bits_ = 0;

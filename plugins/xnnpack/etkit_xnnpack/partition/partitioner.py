@@ -9,7 +9,6 @@ static weights). Every node left out is reported with the reason (``report()``).
 """
 from __future__ import annotations
 
-import collections
 import operator
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -20,7 +19,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from etkit.backend import (DELEGATION_TAG, CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult,
                            Rejection)
-from etkit.backend.utils import is_delegate_call, node_target_name, tag_constant_data
+from etkit.backend.utils import is_delegate_call, node_target_name, tag_constant_data, tag_partitions
 
 from ..preprocess import BACKEND_ID
 from ..operators.dynamic_shapes import is_size_node
@@ -180,32 +179,25 @@ class XnnpackPartitioner(Partitioner):
         groups = [g for g in groups if not all(is_constant(n, ep) for n in g)]
         order = self._order(ep)
         groups.sort(key=lambda g: min(order[n] for n in g))
-        tags: dict[str, DelegationSpec] = {}
-        delegated = collections.Counter()
-        in_partition = set()
-        for i, nodes in enumerate(groups):
-            tag = f"xnnpack_{i}"
-            tags[tag] = self.delegation_spec
-            for n in nodes:
-                n.meta[DELEGATION_TAG] = tag
-                delegated[node_target_name(n)] += 1
-                in_partition.add(n)
+        in_partition = {n for g in groups for n in g}
         for n in supported - in_partition:
             rejected.append(Rejection(n.name, node_target_name(n), "supported, but only compile-time constant "
                                       "work was around it; left to constant folding / the portable kernels"))
-        duplicate_shared_constants(ep)
-        tag_constant_data(ep)
         name_to_node = {n.name: n for n in ep.graph.nodes}
+        whole = []  # ops refused whole whose decomposition then ran: first in the report
         for name, r in self._refused_whole.items():
             if name not in name_to_node:
-                rejected.insert(0, Rejection(r.node_name, r.target, f"{r.reason}; decomposed into Core ATen ops "
-                                             f"instead (see the nodes below)"))
+                whole.insert(0, Rejection(r.node_name, r.target, f"{r.reason}; decomposed into Core ATen ops "
+                                          f"instead (see the nodes below)"))
         self._refused_whole = {}
-        rejected.sort(key=lambda r: order.get(name_to_node.get(r.node_name), 0))
-        self._report = PartitionReport(BACKEND_ID, dict(sorted(delegated.items())), rejected, len(tags))
+        result, self._report = tag_partitions(ep, groups, self.delegation_spec, backend_id=BACKEND_ID,
+                                              tag_prefix="xnnpack", rejected=whole + rejected,
+                                              take_constant_data=False)
+        duplicate_shared_constants(ep)  # after tagging: a constant read inside and outside gets two copies
+        tag_constant_data(ep)
         if self.verbose:
             print(self._report.format())
-        return PartitionResult(tagged_exported_program=ep, partition_tags=tags)
+        return result
 
     def _groups(self, ep: ExportedProgram, supported: set) -> list[list]:
         if self.per_op_mode:
