@@ -11,7 +11,6 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -376,9 +375,8 @@ void python_log_sink(et_timestamp_t timestamp, et_pal_log_level_t level, const c
 #else
   const bool finalizing = _Py_IsFinalizing();
 #endif
-  if (g_log_handler == nullptr || !Py_IsInitialized() || finalizing) {
-    std::fprintf(stderr, "[etkit %c %s:%zu] %.*s\n", static_cast<char>(level), filename, line,
-                 static_cast<int>(length), message);
+  if (g_log_handler == nullptr || !Py_IsInitialized() || finalizing) {  // the default sink: stderr
+    et_pal_emit_log_message(timestamp, level, filename, function, line, message, length);
     return;
   }
   PyGILState_STATE gil = PyGILState_Ensure();

@@ -43,10 +43,9 @@ Error set_error(Error error, const char* format, ...) {
   va_start(args, format);
   std::vsnprintf(g_message, kMessageCapacity, format, args);
   va_end(args);
-  // The caller hands the message on with the Error; the log has it for whoever follows the runtime at Debug.
-  if (log_enabled(LogLevel::Debug)) {
-    internal::vlogf(LogLevel::Debug, "", "", 0, "%s: %s", error_name(error), g_message);
-  }
+  // The caller hands the message on with the Error; the log has it for whoever follows the runtime at Debug
+  // (vlogf returns at once below that level).
+  internal::vlogf(LogLevel::Debug, "", "", 0, "%s: %s", error_name(error), g_message);
   return error;
 }
 

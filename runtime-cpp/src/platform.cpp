@@ -69,16 +69,6 @@ void pal_emit_log_message(et_timestamp_t timestamp, et_pal_log_level_t level, co
                          line, message, length);
 }
 
-void* pal_allocate(size_t size) {
-  runtime_init();
-  return g_pal.allocate(size);
-}
-
-void pal_free(void* ptr) {
-  runtime_init();
-  g_pal.free(ptr);
-}
-
 void set_log_level(LogLevel level) { g_log_level.store(static_cast<int>(level), std::memory_order_relaxed); }
 
 LogLevel log_level() { return static_cast<LogLevel>(g_log_level.load(std::memory_order_relaxed)); }

@@ -1,5 +1,6 @@
 // The platform abstraction layer (PAL): the few things the runtime needs from the system it runs on, the
-// time, a place for log messages, a way to stop, and heap memory for the convenience paths.
+// time, a place for log messages, a way to stop, and heap memory (et_pal_allocate/et_pal_free: ExecuTorch's
+// functions, for ports; the runtime's own load-time allocations do not go through them yet).
 //
 // The functions and types are ExecuTorch's (runtime/platform/platform.h; seed pages "Runtime Platform
 // Abstraction Layer (PAL)" and "Runtime Integration"), so a port written for one runtime builds against the
@@ -123,8 +124,6 @@ int64_t pal_current_time_ns();
 ETKIT_PAL_NORETURN void pal_abort();
 void pal_emit_log_message(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filename,
                           const char* function, size_t line, const char* message, size_t length);
-void* pal_allocate(size_t size);
-void pal_free(void* ptr);
 
 }  // namespace etkit::runtime
 #endif  // __cplusplus
