@@ -10,6 +10,7 @@ Writes ``OUT_DIR/<target>/<seed>`` files (the directory is emptied first):
   ``runtime-cpp/fuzz/fuzz_delegate.cpp`` reads (the DelegateCall's tensor arguments, the delegate's compile
   specs, the program's named data, then the payload), one per delegate of the lowered programs.
 - ``fuzz_bundled_program``: ``.bpte`` files (two test cases each) of portable and XNNPACK programs.
+- ``fuzz_etdump``: ETDump files of portable and XNNPACK programs run twice (intermediate outputs logged).
 - ``fuzz_qnn_payload``, ``fuzz_coreml_payload``: the raw payloads (those targets read the payload alone).
 
 A plugin that cannot be imported is an error: a fuzz run without seeds for a target would look like one
@@ -129,6 +130,27 @@ def _bundles():
             cases = [MethodTestCase(inputs=list(i), expected_outputs=model(*i)) for i in (inputs, second)]
             bundle = BundledProgram(edge.to_executorch(), [MethodTestSuite(method_name="forward", test_cases=cases)])
             seeds.append((f"{backend}_{name}", bytes(serialize_from_bundled_program_to_flatbuffer(bundle))))
+    return seeds
+
+
+def _etdumps():
+    """ETDumps of two executes each, with every intermediate output logged, of portable and XNNPACK programs."""
+    import tempfile
+
+    from etkit.runtime import Runtime
+    from etkit_xnnpack import XnnpackPartitioner
+
+    seeds = []
+    for name, model, inputs, dynamic in _float_models()[:3]:
+        for backend, partitioners in (("portable", []), ("xnnpack", [XnnpackPartitioner()])):
+            program = Runtime.get().load_program(_lower(model, inputs, dynamic, partitioners), enable_etdump=True,
+                                                 debug_buffer_size=1 << 16)
+            method = program.load_method("forward")
+            for _ in range(2):
+                method.execute(list(inputs))
+            with tempfile.TemporaryDirectory() as tmp:
+                program.write_etdump_result_to_file(Path(tmp) / "seed.etdp")
+                seeds.append((f"{backend}_{name}", (Path(tmp) / "seed.etdp").read_bytes()))
     return seeds
 
 
@@ -274,6 +296,7 @@ TARGETS = {
     "fuzz_program": lambda: [(f"portable_{n}", _lower(m, x, d, [])) for n, m, x, d in _portable_models()]
     + [(f"xnnpack_{n}", p) for n, p in _xnnpack_programs()],
     "fuzz_bundled_program": _bundles,
+    "fuzz_etdump": _etdumps,
     "fuzz_xnnpack": lambda: _cases(_xnnpack_programs(), "XnnpackBackend", delegate_cases),
     "fuzz_vulkan": lambda: _cases(_vulkan_programs(), "VulkanBackend", delegate_cases),
     "fuzz_ethosu": lambda: _cases(_ethosu_programs(), "EthosUBackend", delegate_cases),

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "etkit/extension/devtools/bundled_program.h"
+#include "etkit/extension/devtools/etdump.h"
 #include "etkit/runtime/log.h"
 #include "etkit/runtime/platform.h"
 #include "etkit/runtime/runtime.h"
@@ -164,17 +165,29 @@ nb::dict method_meta_dict(const rt::MethodMeta& m) {
 }
 
 /// A loaded method plus storage for the metadata of input tensors handed to it.
+/// An ETDump tracer (etkit::etdump::ETDumpGen) with the debug buffer it logs values into.
+struct ETDumpHolder {
+  etkit::etdump::ETDumpGen gen;
+  std::vector<uint8_t> debug;
+  ETDumpHolder(size_t capacity, size_t debug_size, int level) : gen(capacity), debug(debug_size) {
+    gen.set_debug_buffer({debug.data(), debug.size()}, static_cast<rt::DebugLevel>(level));
+  }
+};
+
 struct MethodHolder {
   std::shared_ptr<ProgramHolder> program;  // keeps the Program alive
+  std::shared_ptr<ETDumpHolder> etdump;    // keeps the tracer alive (null when not traced)
   std::unique_ptr<rt::Method> method;
   std::string name;
   std::shared_ptr<BundleHolder> inputs_from;  // inputs not memory-planned may point into this .bpte
 };
 
-std::shared_ptr<MethodHolder> load_method(std::shared_ptr<ProgramHolder> p, const std::string& name) {
-  auto r = p->program->load_method(name.c_str());
+std::shared_ptr<MethodHolder> load_method(std::shared_ptr<ProgramHolder> p, const std::string& name,
+                                          std::shared_ptr<ETDumpHolder> etdump) {
+  auto r = p->program->load_method(name.c_str(), etdump ? etdump->gen.event_tracer() : nullptr);
   if (!r.ok()) raise(r.error(), "cannot load method '" + name + "'");
   auto h = std::make_shared<MethodHolder>();
+  h->etdump = std::move(etdump);
   h->program = std::move(p);
   h->method = std::make_unique<rt::Method>(std::move(r.get()));
   h->name = name;
@@ -432,7 +445,30 @@ NB_MODULE(_runtime, m) {
             return load_bundled(std::move(bundle), verification, what);
           },
           nb::arg("bundle"), nb::arg("verification") = 1, nb::arg("what") = "")
-      .def("load_method", &load_method);
+      .def("load_method", &load_method, nb::arg("name"), nb::arg("etdump").none() = nb::none());
+
+  m.def("verify_etdump", [](nb::bytes data) {
+    rt::clear_error_message();
+    rt::Error e = etkit::etdump::verify(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+    if (e != rt::Error::Ok) raise(e, "invalid ETDump");
+  });
+
+  nb::class_<ETDumpHolder>(m, "ETDumpGen")
+      .def(nb::init<size_t, size_t, int>(), nb::arg("capacity"), nb::arg("debug_buffer_size"), nb::arg("level"))
+      .def("etdump_data",
+           [](ETDumpHolder& h) {
+             std::vector<uint8_t> b = h.gen.get_etdump_data();
+             return nb::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+           })
+      .def("debug_buffer",
+           [](ETDumpHolder& h) {
+             rt::Span<const uint8_t> d = h.gen.event_tracer()->debug_buffer();
+             return nb::bytes(reinterpret_cast<const char*>(d.data()), d.size());
+           })
+      .def_prop_ro("dropped_events", [](ETDumpHolder& h) { return h.gen.event_tracer()->dropped(); })
+      .def_prop_ro("dropped_debug_values",
+                   [](ETDumpHolder& h) { return h.gen.event_tracer()->dropped_debug_values(); })
+      .def("reset", [](ETDumpHolder& h) { h.gen.event_tracer()->reset(); });
 
   nb::class_<BundleHolder>(m, "BundledProgram")
       .def_static(
@@ -479,6 +515,7 @@ NB_MODULE(_runtime, m) {
            [](MethodHolder& h) {
              nb::list out;
              for (const rt::ProfileEvent& e : h.method->profiling_events()) {
+               if (e.kind > rt::ProfileEventKind::DelegateInternal) continue;  // blocks, loads, values
                out.append(nb::make_tuple(std::string(e.name), static_cast<int>(e.kind), std::string(e.backend),
                                          e.start_ns, e.end_ns, e.instruction));
              }

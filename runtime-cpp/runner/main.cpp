@@ -4,6 +4,7 @@
 //   etkit_runner --model_path m.pte [--method forward] [--input a.npy ...] [--threads N]
 //                [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]
 //                [--memory_limit BYTES] [--progress_every SECONDS]
+//                [--etdump_path P [--debug_buffer_path B] [--debug_level L] [--debug_buffer_size BYTES]]
 //   etkit_runner --model_path m.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]
 //
 // A bundled program (.bpte, schema/bundled_program.fbs) given as --model_path runs the program inside it
@@ -18,6 +19,11 @@
 // iterating (bench/soak.py reads it for a long run's rate over time).
 // --profile prints the timed events of the last iteration (method, kernels, delegate calls and the
 // delegates' own events, e.g. one per GPU dispatch) as a table sorted by start time.
+// --etdump_path writes an ETDump of loading and every iteration (schema/etdump.fbs, ExecuTorch's format;
+// read it with etkit.devtools.Inspector or ExecuTorch's Inspector). --debug_level none (default without a
+// debug buffer), program_outputs or intermediate_outputs (default with --debug_buffer_path) says which
+// tensors are copied into a debug buffer of --debug_buffer_size bytes (default 64 MiB), written to
+// --debug_buffer_path. --etdump_capacity sets the room for events (default 65536).
 // Inputs: one .npy per method input (dtype and shape must match the plan), else all-ones tensors
 // (or uniform random in [-1, 1) with --random). Outputs: shape, dtype, first values; with
 // --output_prefix each output i is written to P<i>.npy. Exit status: 0 ok, 1 load/run failure, 2 usage.
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include "etkit/extension/devtools/bundled_program.h"
+#include "etkit/extension/devtools/etdump.h"
 #include "etkit/runtime/runtime.h"
 #include "etkit/runtime/threadpool.h"
 #include "npy.h"
@@ -60,6 +67,11 @@ struct Options {
   bool method_given = false;
   double rtol = 1e-5;
   double atol = 1e-8;
+  std::string etdump_path;
+  std::string debug_buffer_path;
+  std::string debug_level;  // "", none, program_outputs, intermediate_outputs
+  unsigned long long debug_buffer_size = 64ull << 20;
+  unsigned long long etdump_capacity = 65536;
 };
 
 int usage(const char* msg) {
@@ -68,6 +80,9 @@ int usage(const char* msg) {
                "usage: etkit_runner --model_path M.pte [--method NAME] [--input X.npy ...] [--threads N]\n"
                "                    [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]\n"
                "                    [--memory_limit BYTES] [--progress_every SECONDS]\n"
+               "                    [--etdump_path P [--debug_buffer_path B] [--debug_level none|program_outputs|"
+               "intermediate_outputs]\n"
+               "                     [--debug_buffer_size BYTES] [--etdump_capacity EVENTS]]\n"
                "       etkit_runner --model_path M.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]\n");
   return 2;
 }
@@ -136,6 +151,31 @@ bool parse(int argc, char** argv, Options* o) {
       o->list_backends = true;
     } else if (a == "--profile") {
       o->profile = true;
+    } else if (a == "--etdump_path") {
+      if (!(v = value("--etdump_path"))) return false;
+      o->etdump_path = v;
+    } else if (a == "--debug_buffer_path") {
+      if (!(v = value("--debug_buffer_path"))) return false;
+      o->debug_buffer_path = v;
+    } else if (a == "--debug_level") {
+      if (!(v = value("--debug_level"))) return false;
+      o->debug_level = v;
+      if (o->debug_level != "none" && o->debug_level != "program_outputs" &&
+          o->debug_level != "intermediate_outputs") {
+        std::fprintf(stderr, "etkit_runner: --debug_level must be none, program_outputs or intermediate_outputs, "
+                             "got '%s'\n", v);
+        return false;
+      }
+    } else if (a == "--debug_buffer_size" || a == "--etdump_capacity") {
+      const std::string flag = a;
+      if (!(v = value(flag.c_str()))) return false;
+      char* end = nullptr;
+      unsigned long long n = std::strtoull(v, &end, 10);
+      if (end == v || *end != '\0' || v[0] == '-' || (flag == "--etdump_capacity" && n == 0)) {
+        std::fprintf(stderr, "etkit_runner: %s needs a positive integer, got '%s'\n", flag.c_str(), v);
+        return false;
+      }
+      (flag == "--debug_buffer_size" ? o->debug_buffer_size : o->etdump_capacity) = n;
     } else {
       std::fprintf(stderr, "etkit_runner: unknown argument '%s'\n", a.c_str());
       return false;
@@ -321,7 +361,24 @@ int main(int argc, char** argv) {
   if (opt.bundled_program) {
     return run_bundled(program.get(), *bundle, opt.method_given ? opt.method : std::string(), opt.rtol, opt.atol);
   }
-  auto method = program->load_method(opt.method.c_str());
+  // --etdump_path: one tracer for loading and every iteration, its debug buffer allocated now.
+  std::unique_ptr<etkit::etdump::ETDumpGen> etdump;
+  std::vector<uint8_t> debug_buffer;
+  if (!opt.etdump_path.empty() && opt.profile) {
+    return usage("--profile prints the last iteration's events; --etdump_path writes every iteration's: give one");
+  }
+  if (!opt.etdump_path.empty()) {
+    rt::DebugLevel level = opt.debug_buffer_path.empty() ? rt::DebugLevel::None : rt::DebugLevel::IntermediateOutputs;
+    if (opt.debug_level == "none") level = rt::DebugLevel::None;
+    if (opt.debug_level == "program_outputs") level = rt::DebugLevel::ProgramOutputs;
+    if (opt.debug_level == "intermediate_outputs") level = rt::DebugLevel::IntermediateOutputs;
+    etdump = std::make_unique<etkit::etdump::ETDumpGen>(static_cast<size_t>(opt.etdump_capacity));
+    if (level != rt::DebugLevel::None) debug_buffer.resize(static_cast<size_t>(opt.debug_buffer_size));
+    etdump->set_debug_buffer({debug_buffer.data(), debug_buffer.size()}, level);
+  } else if (!opt.debug_buffer_path.empty() || !opt.debug_level.empty()) {
+    return usage("--debug_buffer_path and --debug_level need --etdump_path");
+  }
+  auto method = program->load_method(opt.method.c_str(), etdump ? etdump->event_tracer() : nullptr);
   if (!method.ok()) {
     std::string what = "cannot load method '" + opt.method + "'";
     return fail(what.c_str(), method.error());
@@ -444,5 +501,16 @@ int main(int argc, char** argv) {
     std::printf("median latency: %.3f ms over %d iterations\n", median, opt.iterations);
   }
   if (opt.profile) print_profile(*method);
+  if (etdump) {
+    rt::Error e = etdump->write(opt.etdump_path.c_str(),
+                                opt.debug_buffer_path.empty() ? nullptr : opt.debug_buffer_path.c_str());
+    if (e != rt::Error::Ok) return fail("writing the ETDump", e);
+    const rt::EventTracer& tr = *etdump->event_tracer();
+    std::printf("etdump: wrote %s (%zu events, %zu dropped; %zu tensors dropped for lack of debug buffer)\n",
+                opt.etdump_path.c_str(), tr.events().size(), tr.dropped(), tr.dropped_debug_values());
+    if (!opt.debug_buffer_path.empty()) {
+      std::printf("debug buffer: wrote %s (%zu bytes)\n", opt.debug_buffer_path.c_str(), tr.debug_buffer().size());
+    }
+  }
   return 0;
 }

@@ -86,6 +86,7 @@ class MethodState {
   std::vector<bool> input_set;
   std::vector<ProfileEvent> profile_storage;  // sized by enable_profiling (never on the execute path)
   std::unique_ptr<EventTracer> tracer;         // null when profiling is off
+  EventTracer* active_tracer = nullptr;        // `tracer`, a caller's (set_event_tracer), or null
 
   ~MethodState() {
     for (Delegate& d : delegates) {
@@ -604,6 +605,18 @@ Error MethodState::parse_instructions() {
   return Error::Ok;
 }
 
+namespace {
+void log_value_or_list(EventTracer& tr, const EValue& v, int32_t instruction) {
+  if (v.is_tensor_list()) {
+    for (Tensor* t : v.to_tensor_list()) {
+      if (t != nullptr) tr.log_value(EValue(t), instruction, false);
+    }
+  } else {
+    tr.log_value(v, instruction, false);
+  }
+}
+}  // namespace
+
 Error MethodState::execute() {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const EValue& v = values[inputs[i]];
@@ -618,10 +631,12 @@ Error MethodState::execute() {
                        "method '%s': output %zu has no memory; call set_output_data_ptr first", name, i);
     }
   }
-  EventTracer* tr = tracer.get();
+  EventTracer* tr = active_tracer;
   int64_t method_start = 0;
+  bool log_intermediates = false;
   if (tr != nullptr) {
-    tr->reset();
+    tr->begin_execute();
+    log_intermediates = tr->debug_level() >= DebugLevel::IntermediateOutputs;
     method_start = EventTracer::now_ns();
   }
   size_t pc = 0;
@@ -638,6 +653,10 @@ Error MethodState::execute() {
         if (tr != nullptr) {
           tr->record(ProfileEventKind::Operator, op_names[in.op_index], "", t0, EventTracer::now_ns(),
                      static_cast<int32_t>(pc));
+          // The kernel's output is its last argument (out variants), as ExecuTorch logs it.
+          if (log_intermediates && in.args.size() > 0 && ctx.failure_state() == Error::Ok) {
+            log_value_or_list(*tr, *in.args[in.args.size() - 1], static_cast<int32_t>(pc));
+          }
         }
         if (ctx.failure_state() != Error::Ok) {
           char inner[768];
@@ -658,6 +677,10 @@ Error MethodState::execute() {
         if (tr != nullptr) {
           tr->record(ProfileEventKind::DelegateCall, "DELEGATE_CALL", d.id, t0, EventTracer::now_ns(),
                      static_cast<int32_t>(pc));
+          // A delegate call's arguments (its inputs, then its outputs), as ExecuTorch logs them.
+          if (log_intermediates && e == Error::Ok) {
+            for (EValue* arg : in.args) log_value_or_list(*tr, *arg, static_cast<int32_t>(pc));
+          }
         }
         if (e != Error::Ok) {
           char inner[768];
@@ -694,7 +717,12 @@ Error MethodState::execute() {
         break;
     }
   }
-  if (tr != nullptr) tr->record(ProfileEventKind::Method, name, "", method_start, EventTracer::now_ns(), -1);
+  if (tr != nullptr) {
+    tr->record(ProfileEventKind::Method, name, "", method_start, EventTracer::now_ns(), -1);
+    if (tr->debug_level() >= DebugLevel::ProgramOutputs) {
+      for (uint32_t o : outputs) tr->log_value(values[o], 0, /*is_output=*/true);
+    }
+  }
   return Error::Ok;
 }
 
@@ -716,7 +744,19 @@ bool is_fallback_method_name(const char* name) {
   return n > k && std::strcmp(name + n - k, kFallbackMethodSuffix) == 0;
 }
 
-Result<Method> Program::load_method(const char* method_name) const {
+Result<Method> Program::load_method(const char* method_name, EventTracer* event_tracer) const {
+  const int64_t t0 = event_tracer != nullptr ? EventTracer::now_ns() : 0;
+  Result<Method> method = load_method_or_fallback(method_name);
+  if (event_tracer != nullptr && method.ok()) {
+    const int64_t t1 = EventTracer::now_ns();
+    event_tracer->record(ProfileEventKind::Block, "Default", "", t0, t0, -1);
+    event_tracer->record(ProfileEventKind::Load, "Program::load_method", "", t0, t1, 0);
+    method->set_event_tracer(event_tracer);
+  }
+  return method;
+}
+
+Result<Method> Program::load_method_or_fallback(const char* method_name) const {
   t_backend_missing = false;
   Result<Method> primary = load_plan(method_name);
   if (primary.ok() || method_name == nullptr || is_fallback_method_name(method_name)) return primary;
@@ -932,6 +972,7 @@ Error Method::set_output_data_ptr(void* buffer, size_t size, size_t index) {
 
 Error Method::enable_profiling(size_t capacity) {
   if (capacity == 0) {
+    if (state_->active_tracer == state_->tracer.get()) state_->active_tracer = nullptr;
     state_->tracer.reset();
     state_->profile_storage.clear();
     state_->profile_storage.shrink_to_fit();
@@ -939,15 +980,30 @@ Error Method::enable_profiling(size_t capacity) {
   }
   state_->profile_storage.assign(capacity, ProfileEvent{});
   state_->tracer = std::make_unique<EventTracer>(state_->profile_storage.data(), capacity);
+  state_->active_tracer = state_->tracer.get();
   return Error::Ok;
 }
 
-Span<const ProfileEvent> Method::profiling_events() const {
-  if (!state_->tracer) return {};
-  return state_->tracer->events();
+void Method::set_event_tracer(EventTracer* tracer) {
+  if (tracer == nullptr) {
+    state_->active_tracer = state_->tracer.get();
+    return;
+  }
+  state_->tracer.reset();
+  state_->profile_storage.clear();
+  state_->active_tracer = tracer;
 }
 
-size_t Method::dropped_profiling_events() const { return state_->tracer ? state_->tracer->dropped() : 0; }
+EventTracer* Method::event_tracer() const { return state_->active_tracer; }
+
+Span<const ProfileEvent> Method::profiling_events() const {
+  if (state_->active_tracer == nullptr) return {};
+  return state_->active_tracer->events();
+}
+
+size_t Method::dropped_profiling_events() const {
+  return state_->active_tracer != nullptr ? state_->active_tracer->dropped() : 0;
+}
 
 Error Method::execute() {
   clear_error_message();

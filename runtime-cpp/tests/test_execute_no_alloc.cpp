@@ -9,6 +9,7 @@
 #include <new>
 #include <vector>
 
+#include "etkit/extension/devtools/etdump.h"
 #include "etkit/runtime/runtime.h"
 #include "test_program_builder.h"
 
@@ -162,6 +163,37 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 6; ++i) {
     float want = (x[i] + y[i]) * 0.5f;
     CHECK(std::fabs(out.const_data_ptr<float>()[i] - want) < 1e-6f);
+  }
+  // With an ETDump tracer at the most detailed debug level, execute() still allocates nothing: events go
+  // to the tracer's storage, tensors to the caller's debug buffer (include/etkit/runtime/event_tracer.h).
+  {
+    etkit::etdump::ETDumpGen etdump(256);
+    std::vector<uint8_t> debug(4096);
+    etdump.set_debug_buffer({debug.data(), debug.size()}, rt::DebugLevel::IntermediateOutputs);
+    auto traced = program->load_method("forward", etdump.event_tracer());
+    CHECK(traced.ok());
+    CHECK(traced->set_input(rt::EValue(&tx), 0) == rt::Error::Ok);
+    CHECK(traced->set_input(rt::EValue(&ty), 1) == rt::Error::Ok);
+    g_allocations = 0;
+    g_counting = true;
+    for (int i = 0; i < 3 && e == rt::Error::Ok; ++i) e = traced->execute();
+    g_counting = false;
+    CHECK(e == rt::Error::Ok);
+    if (ETKIT_COUNT_ALLOCATIONS) {
+      std::printf("heap allocations during 3 x traced Method::execute: %zu\n", (size_t)g_allocations);
+    }
+    CHECK(g_allocations == 0);
+    const rt::EventTracer& tr = *etdump.event_tracer();
+    CHECK(tr.dropped() == 0 && tr.dropped_debug_values() == 0);
+    // The last logged value is the method output, a copy of the computed tensor.
+    const rt::ProfileEvent& last = tr.events()[tr.events().size() - 1];
+    CHECK(last.kind == rt::ProfileEventKind::Debug && last.value.is_output && last.value.offset >= 0);
+    const float* logged = reinterpret_cast<const float*>(debug.data() + last.value.offset);
+    for (int i = 0; i < 6; ++i) CHECK(std::fabs(logged[i] - (x[i] + y[i]) * 0.5f) < 1e-6f);
+    std::vector<uint8_t> file = etdump.get_etdump_data();
+    CHECK(etkit::etdump::verify(file.data(), file.size()) == rt::Error::Ok);
+    file.resize(file.size() - 3);
+    CHECK(etkit::etdump::verify(file.data(), file.size()) == rt::Error::InvalidProgram);
   }
   // Sanity: the counter does see allocations when they happen.
   g_counting = true;

@@ -2,6 +2,7 @@
 ExecuTorch Developer Tools").
 
     from etkit.devtools import BundledProgram      # or etkit.devtools.bundled_program.core
+    from etkit.devtools import Inspector           # ETDump tables (etkit.devtools.inspector)
 
 Names load on first use, so importing this package costs nothing.
 """
@@ -9,6 +10,9 @@ import importlib
 
 _LAZY = {
     "BundledProgram": "etkit.devtools.bundled_program.core",
+    "Inspector": "etkit.devtools.inspector",
+    "TimeScale": "etkit.devtools.inspector",
+    "compare_results": "etkit.devtools.inspector",
 }
 
 __all__ = sorted(_LAZY)

@@ -32,6 +32,7 @@ __all__ = [
     "set_memory_limit",
     "set_num_threads",
     "BackendRegistry",
+    "DebugLevel",
     "EtkitRuntimeError",
     "load_bundled_input",
     "Method",
@@ -398,9 +399,10 @@ class Method:
 class Program:
     """A loaded .pte program (ExecuTorch's ``executorch.runtime.Program``)."""
 
-    def __init__(self, native, runtime: "Runtime | None" = None):
+    def __init__(self, native, runtime: "Runtime | None" = None, etdump=None):
         self._native = native
         self._runtime = runtime
+        self._etdump = etdump  # _runtime.ETDumpGen shared by the methods loaded from here, or None
         self._method_names = tuple(native.method_names())
 
     @property
@@ -422,13 +424,49 @@ class Program:
         if self._runtime is not None:
             self._runtime._register_backends(self.metadata(name).backends)
         try:
-            native = self._native.load_method(name)
+            native = self._native.load_method(name, self._etdump)
         except EtkitRuntimeError as exc:
             reasons = _unavailable_backend_reasons(str(exc))
             if reasons:
                 raise EtkitRuntimeError(f"{exc}\n" + "\n".join(reasons)) from None
             raise
         return Method(native, MethodMeta._from_dict(native.meta()))
+
+    def write_etdump_result_to_file(self, etdump_path: "str | os.PathLike",
+                                    debug_buffer_path: "str | os.PathLike | None" = None) -> None:
+        """Writes what the program's methods recorded since loading, as ExecuTorch 1.5.1's
+        ``Program.write_etdump_result_to_file`` does: the ETDump (schema/etdump.fbs, ExecuTorch's
+        format; read it with :class:`etkit.devtools.Inspector` or ExecuTorch's) to ``etdump_path`` and,
+        when given, the debug buffer (the logged tensors' bytes, which the ETDump's debug events point
+        into) to ``debug_buffer_path``. A block "Default" holds each ``load_method``, a block "Execute"
+        each ``execute``; events that did not fit the capacity are counted in a last block, and tensors
+        that did not fit the debug buffer have offset -1 (:attr:`etdump_dropped`).
+
+        Raises:
+            RuntimeError: the program was loaded without ``enable_etdump=True``.
+            OSError: a file cannot be written.
+        """
+        if self._etdump is None:
+            raise RuntimeError("this program records no ETDump: load it with "
+                               "Runtime.get().load_program(path, enable_etdump=True[, debug_buffer_size=N])")
+        Path(etdump_path).write_bytes(self._etdump.etdump_data())
+        if debug_buffer_path is not None:
+            Path(debug_buffer_path).write_bytes(self._etdump.debug_buffer())
+
+    @property
+    def etdump_dropped(self) -> tuple[int, int]:
+        """(events that did not fit the event capacity, tensors that did not fit the debug buffer)."""
+        if self._etdump is None:
+            return (0, 0)
+        return (self._etdump.dropped_events, self._etdump.dropped_debug_values)
+
+
+class DebugLevel(enum.IntEnum):
+    """Which values an ETDump logs (ExecuTorch's ``EventTracerDebugLogLevel``)."""
+
+    NoLogging = 0
+    ProgramOutputs = 1        # the method's outputs after each execute
+    IntermediateOutputs = 2   # plus every kernel's output and every delegate call's tensor arguments
 
 
 def _unavailable_backend_reasons(message: str) -> list[str]:
@@ -557,8 +595,20 @@ class Runtime:
         self,
         data: "str | os.PathLike | bytes | bytearray | memoryview",
         verification: Verification = Verification.InternalConsistency,
+        enable_etdump: bool = False,
+        debug_buffer_size: int = 0,
+        debug_level: "DebugLevel | None" = None,
+        etdump_capacity: int = 16384,
     ) -> Program:
         """Loads a .pte from a path or from bytes.
+
+        With ``enable_etdump=True`` (ExecuTorch 1.5.1's argument), every method loaded from the program
+        records profiling events into one ETDump, written by
+        :meth:`Program.write_etdump_result_to_file`: room for ``etdump_capacity`` events (about 300
+        bytes each) and a debug buffer of ``debug_buffer_size`` bytes are allocated now, and nothing is
+        allocated while methods execute. ``debug_level`` (default: ``IntermediateOutputs`` when
+        ``debug_buffer_size > 0``, else ``NoLogging``) says which tensors are copied into the buffer.
+        The methods of one such program must not execute concurrently.
 
         A bundled program (.bpte, file identifier ``BP08``; see :func:`load_bundled_input`) loads the
         program embedded in it, as ExecuTorch's C++ ``get_program_data`` does (ExecuTorch 1.5.1's Python
@@ -569,21 +619,32 @@ class Runtime:
             EtkitRuntimeError: the file cannot be opened, or is not a valid program (truncated,
                 corrupted, wrong identifier); the message says which check failed.
         """
+        etdump = None
+        if enable_etdump:
+            if debug_buffer_size < 0 or etdump_capacity <= 0:
+                raise ValueError(f"debug_buffer_size must be >= 0 and etdump_capacity > 0 "
+                                 f"(got {debug_buffer_size} and {etdump_capacity})")
+            if debug_level is None:
+                debug_level = DebugLevel.IntermediateOutputs if debug_buffer_size > 0 else DebugLevel.NoLogging
+            etdump = _runtime.ETDumpGen(int(etdump_capacity), int(debug_buffer_size), int(debug_level))
+        elif debug_buffer_size or debug_level is not None:
+            raise ValueError("debug_buffer_size and debug_level need enable_etdump=True")
         if isinstance(data, (bytes, bytearray, memoryview)):
             data = bytes(data)
             if _runtime.BundledProgram.is_bundled_program(data):
                 from etkit.runtime.bundled import BundledProgramBuffer
 
                 bundle = BundledProgramBuffer(data)
-                return Program(_runtime.Program.load_bundled(bundle._native, int(verification), "from bytes"), self)
-            return Program(_runtime.Program.load_bytes(data, int(verification)), self)
+                return Program(_runtime.Program.load_bundled(bundle._native, int(verification), "from bytes"), self,
+                               etdump)
+            return Program(_runtime.Program.load_bytes(data, int(verification)), self, etdump)
         path = os.fspath(Path(data))
         if _is_bundled_file(path):
             from etkit.runtime.bundled import BundledProgramBuffer
 
             bundle = BundledProgramBuffer(path)
-            return Program(_runtime.Program.load_bundled(bundle._native, int(verification), repr(path)), self)
-        return Program(_runtime.Program.load_file(path, int(verification)), self)
+            return Program(_runtime.Program.load_bundled(bundle._native, int(verification), repr(path)), self, etdump)
+        return Program(_runtime.Program.load_file(path, int(verification)), self, etdump)
 
     def set_backend_option(self, backend_id: str, key: str, value: int) -> None:
         """Forwards ``key=value`` (e.g. "num_threads") to one backend, or to all with ``"*"`` (also to

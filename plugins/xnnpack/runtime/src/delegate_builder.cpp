@@ -4,6 +4,8 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -75,10 +77,40 @@ Result<std::shared_ptr<xnn_workspace>> method_workspace(const void* key) {
 
 xnn_status create_xnn_runtime(xnn_subgraph_t subgraph, xnn_weights_cache_t cache, DelegateState& state,
                               uint32_t flags) {
+  // Basic profiling costs one clock read per operator; it lets an EventTracer get per-operator times.
+  flags |= XNN_FLAG_BASIC_PROFILING;
   if (state.workspace == nullptr) {
     return xnn_create_runtime_v3(subgraph, cache, state.threadpool, flags, &state.runtime);
   }
   return xnn_create_runtime_v4(subgraph, cache, state.workspace.get(), state.threadpool, flags, &state.runtime);
+}
+
+/// The runtime's operators' names for profiling events, as ExecuTorch's XNNPACK delegate labels them:
+/// XNNPACK's name plus " #<k>" for the k-th operator of that name. Leaves them empty (no per-operator
+/// events) if XNNPACK does not report them.
+void load_operator_names(DelegateState& state) {
+  size_t count = 0, needed = 0;
+  if (xnn_get_runtime_profiling_info(state.runtime, xnn_profile_info_num_operators, sizeof(count), &count,
+                                     &needed) != xnn_status_success || count == 0) {
+    return;
+  }
+  needed = 0;
+  xnn_get_runtime_profiling_info(state.runtime, xnn_profile_info_operator_name, 0, nullptr, &needed);
+  std::vector<char> raw(needed + 1, '\0');
+  if (needed == 0 || xnn_get_runtime_profiling_info(state.runtime, xnn_profile_info_operator_name, raw.size(),
+                                                    raw.data(), &needed) != xnn_status_success) {
+    return;
+  }
+  std::unordered_map<std::string, int> seen;
+  std::vector<std::string> names;
+  for (size_t at = 0; names.size() < count && at < raw.size();) {
+    std::string name(raw.data() + at);
+    at += name.size() + 1;
+    names.push_back(name + " #" + std::to_string(++seen[name]));
+  }
+  if (names.size() != count) return;
+  state.operator_names = std::move(names);
+  state.operator_times_us.assign(count, 0);
 }
 
 Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, DelegateState& state) {
@@ -112,6 +144,7 @@ Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, Del
     status = create_xnn_runtime(subgraph, cache, state, /*flags=*/0);
   }
   if (status != xnn_status_success) return internal("xnn_create_runtime", status);
+  load_operator_names(state);
   // Weights are packed while the runtime is created; afterwards the cache only resolves offsets
   // (a soft-finalized private cache stays readable for later reshapes without growing).
   if (state.shared_weights != nullptr) {

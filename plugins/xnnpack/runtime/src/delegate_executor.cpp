@@ -12,6 +12,7 @@ namespace etkit_xnnpack {
 using etkit::runtime::DimOrderType;
 using etkit::runtime::Error;
 using etkit::runtime::EValue;
+using etkit::runtime::EventTracer;
 using etkit::runtime::ScalarType;
 using etkit::runtime::set_error;
 using etkit::runtime::SizesType;
@@ -225,9 +226,27 @@ void widen_int32_outputs(DelegateState& state, Span<EValue*> args) {
   }
 }
 
+/// One event per XNNPACK operator of the last invoke, laid end to end from `start_ns` (XNNPACK reports
+/// each operator's time in whole microseconds, as ExecuTorch's XNNPACK delegate logs them).
+void log_operator_events(DelegateState& state, EventTracer& tracer, int64_t start_ns) {
+  if (state.operator_names.empty()) return;
+  size_t needed = 0;
+  if (xnn_get_runtime_profiling_info(state.runtime, xnn_profile_info_operator_timing,
+                                     state.operator_times_us.size() * sizeof(uint64_t),
+                                     state.operator_times_us.data(), &needed) != xnn_status_success) {
+    return;
+  }
+  int64_t t = start_ns;
+  for (size_t i = 0; i < state.operator_names.size(); ++i) {
+    const int64_t end = t + static_cast<int64_t>(state.operator_times_us[i]) * 1000;
+    tracer.log_delegate_event(state.operator_names[i].c_str(), t, end);
+    t = end;
+  }
+}
+
 }  // namespace
 
-Error execute_delegate(DelegateState& state, Span<EValue*> args) {
+Error execute_delegate(DelegateState& state, Span<EValue*> args, EventTracer* tracer) {
   bool changed = false;
   ETKIT_CHECK_OK(bind_inputs(state, args, &changed));
   if (changed) {
@@ -237,8 +256,10 @@ Error execute_delegate(DelegateState& state, Span<EValue*> args) {
   ETKIT_CHECK_OK(resize_outputs(state, args, changed));
   xnn_status status = xnn_setup_runtime_v2(state.runtime, state.externals.size(), state.externals.data());
   if (status != xnn_status_success) return xnn_failed("xnn_setup_runtime_v2", status);
+  const int64_t invoke_start = tracer != nullptr ? EventTracer::now_ns() : 0;
   status = xnn_invoke_runtime(state.runtime);
   if (status != xnn_status_success) return xnn_failed("xnn_invoke_runtime", status);
+  if (tracer != nullptr) log_operator_events(state, *tracer, invoke_start);
   widen_int32_outputs(state, args);
   return Error::Ok;
 }

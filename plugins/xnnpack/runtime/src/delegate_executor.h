@@ -4,6 +4,7 @@
 #include "delegate_state.h"
 #include "etkit/runtime/error.h"
 #include "etkit/runtime/evalue.h"
+#include "etkit/runtime/event_tracer.h"
 #include "etkit/runtime/span.h"
 
 namespace etkit_xnnpack {
@@ -22,6 +23,9 @@ namespace etkit_xnnpack {
 /// contiguous/channels-last, or larger than the payload's bounds (message names both shapes); the
 /// output tensor's resize error when it cannot hold the new shape; Internal when XNNPACK fails
 /// (message names the xnn function and status).
-etkit::runtime::Error execute_delegate(DelegateState& state, etkit::runtime::Span<etkit::runtime::EValue*> args);
+/// With a `tracer` (the method is profiled), one event per XNNPACK operator is logged after the run
+/// (XNNPACK's basic profiling: its operator names and microsecond times).
+etkit::runtime::Error execute_delegate(DelegateState& state, etkit::runtime::Span<etkit::runtime::EValue*> args,
+                                      etkit::runtime::EventTracer* tracer = nullptr);
 
 }  // namespace etkit_xnnpack

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <pthreadpool.h>
@@ -56,6 +57,11 @@ class DelegateState {
   std::vector<std::vector<uint16_t>> bf16_scales;     // block scales (bf16), owned copies
   std::vector<std::vector<float>> float_scales;       // per-channel scales, owned copies
   std::vector<std::unique_ptr<uint8_t[]>> owned_constants;  // copies of small constants
+
+  // Per-operator profiling (the runtime is created with XNN_FLAG_BASIC_PROFILING): the operators' labels
+  // ("Convolution (NHWC, F32) IGEMM #1") and room for their times, both sized at init.
+  std::vector<std::string> operator_names;
+  std::vector<uint64_t> operator_times_us;
 };
 
 }  // namespace etkit_xnnpack

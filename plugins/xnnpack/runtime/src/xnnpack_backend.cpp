@@ -52,11 +52,10 @@ class XnnpackBackend final : public etkit::runtime::BackendInterface {
   }
 
   Error execute(BackendExecutionContext& ctx, DelegateHandle* handle, Span<EValue*> args) const override {
-    (void)ctx;
     if (handle == nullptr) {
       return set_error(Error::DelegateInvalidHandle, "XnnpackBackend: execute() called with a null handle");
     }
-    return execute_delegate(*static_cast<DelegateState*>(handle), args);
+    return execute_delegate(*static_cast<DelegateState*>(handle), args, ctx.event_tracer());
   }
 
   void destroy(DelegateHandle* handle) const override { delete static_cast<DelegateState*>(handle); }

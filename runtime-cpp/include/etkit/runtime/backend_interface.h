@@ -27,7 +27,7 @@
 
 /// Bumped whenever BackendInterface, the context classes, EValue or Tensor change layout. A delegate
 /// built against another version is refused at registration.
-#define ETKIT_BACKEND_ABI_VERSION 2u
+#define ETKIT_BACKEND_ABI_VERSION 3u
 
 namespace etkit::runtime {
 

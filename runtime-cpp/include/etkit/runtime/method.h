@@ -53,6 +53,11 @@ class Method final {
   /// Events of the last execute() (empty when profiling is off), and how many did not fit.
   Span<const ProfileEvent> profiling_events() const;
   size_t dropped_profiling_events() const;
+  /// Traces execute() into a caller-owned tracer (ETDump: extension/devtools/etdump.h) that must outlive
+  /// the Method or be detached with nullptr first; replaces enable_profiling's own tracer. While set,
+  /// profiling_events() are that tracer's.
+  void set_event_tracer(EventTracer* tracer);
+  EventTracer* event_tracer() const;
 
   /// Empty for a method loaded from its own plan; for a fallback twin (see kFallbackMethodSuffix), why
   /// the primary plan could not load, e.g. "program needs backend 'X' which is not registered ...".

@@ -13,6 +13,7 @@
 
 #include "etkit/runtime/data_loader.h"
 #include "etkit/runtime/error.h"
+#include "etkit/runtime/event_tracer.h"
 #include "etkit/runtime/freeable_buffer.h"
 #include "etkit/runtime/named_data_map.h"
 #include "etkit/runtime/result.h"
@@ -107,7 +108,9 @@ class Program final {
   /// InvalidProgram, MemoryAllocationFailed, or whatever a backend's init() returns.
   /// When a delegate's backend is not registered or not available (and only then) and the program has
   /// a "<method>#fallback" plan, that plan is loaded instead; Method::fallback_reason() then says why.
-  Result<Method> load_method(const char* method_name) const;
+  /// With an `event_tracer` (ETDump, event_tracer.h), loading is recorded as "Program::load_method" in
+  /// a block "Default" and the method's execute() calls are traced into it (Method::set_event_tracer).
+  Result<Method> load_method(const char* method_name, EventTracer* event_tracer = nullptr) const;
 
   /// The program's named data (Program.named_data), or null when there is none.
   const NamedDataMap* named_data_map() const;
@@ -123,6 +126,7 @@ class Program final {
  private:
   explicit Program(std::unique_ptr<ProgramData> data);
   Result<Method> load_plan(const char* method_name) const;
+  Result<Method> load_method_or_fallback(const char* method_name) const;
   std::unique_ptr<ProgramData> data_;
 };
 
