@@ -17,6 +17,7 @@ from .backend.lowering import to_backend as _to_backend_one
 from .backend.partitioner import PartitionReport, Partitioner
 from .fallback import LoweringRecipe, fallback_twins
 from .dialects.edge import EdgeCompileConfig, check_edge_graph, scalars_to_tensors, to_edge_graph
+from .passes.debug_handles import assign_debug_handles
 from .passes.decompose_nodes import decompose_nodes
 from .passes.fake_values import propagate_fake_values
 
@@ -51,6 +52,7 @@ def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileC
     if refused:
         decompose_nodes(ep.graph_module, refused, torch.export.default_decompositions())
     to_edge_graph(ep.graph_module)
+    assign_debug_handles(ep.graph_module)
     propagate_fake_values(ep.graph_module)
     scalars_to_tensors(ep)
     if config._check_ir_validity:
@@ -89,7 +91,8 @@ def _nodes_refused_by_filters(partitioners: Sequence[Partitioner], ep: ExportedP
 
 
 def to_edge(programs: ProgramsArg, constant_methods: Optional[dict] = None,
-            compile_config: Optional[EdgeCompileConfig] = None) -> "EdgeProgramManager":
+            compile_config: Optional[EdgeCompileConfig] = None,
+            generate_etrecord: bool = False) -> "EdgeProgramManager":
     """Decompose exported programs to the Edge dialect (Core ATen ops, view ops as copies).
 
     Args:
@@ -101,6 +104,8 @@ def to_edge(programs: ProgramsArg, constant_methods: Optional[dict] = None,
             constant), or a list/tuple/dict of them: each element is one output of the method
             (``get_eos_ids`` above returns 2 values). See :mod:`etkit.emit.constant_methods`.
         compile_config: :class:`EdgeCompileConfig`.
+        generate_etrecord: keep a copy of the Edge programs (and the exported one) so that
+            ``to_executorch().get_etrecord()`` gives the ETRecord (:mod:`etkit.devtools.etrecord`).
     Returns:
         :class:`EdgeProgramManager`.
     Raises:
@@ -112,13 +117,17 @@ def to_edge(programs: ProgramsArg, constant_methods: Optional[dict] = None,
     constant_methods = _constant_methods(constant_methods, programs)
     config = compile_config or EdgeCompileConfig()
     edge = {name: _decompose_to_edge(ep, (), config) for name, ep in programs.items()}
-    return EdgeProgramManager(edge, config, constant_methods=constant_methods)
+    manager = EdgeProgramManager(edge, config, constant_methods=constant_methods)
+    if generate_etrecord:
+        manager._keep_for_etrecord(programs.get("forward") if len(programs) == 1 else None)
+    return manager
 
 
 def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequence = (),
                                 partitioner: Optional[Union[Partitioner, Sequence[Partitioner], dict]] = None,
                                 constant_methods: Optional[dict] = None,
-                                compile_config: Optional[EdgeCompileConfig] = None) -> "EdgeProgramManager":
+                                compile_config: Optional[EdgeCompileConfig] = None,
+                                generate_etrecord: bool = False) -> "EdgeProgramManager":
     """Decompose to Edge keeping what the partitioners ask to keep, then lower to their backends.
 
     Partitioners are applied in order; each sees what the previous ones left. Per method,
@@ -131,6 +140,8 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
         constant_methods: ``{method name: value}``, methods with no inputs returning constant values, as
             in ExecuTorch's ``exir.to_edge_transform_and_lower`` (see :func:`to_edge`).
         compile_config: :class:`EdgeCompileConfig`.
+        generate_etrecord: keep the Edge programs as they are before lowering (every operator node, with
+            its debug handle) so that ``to_executorch().get_etrecord()`` gives the ETRecord.
     Returns:
         :class:`EdgeProgramManager`; its :attr:`~EdgeProgramManager.partition_reports` say what each
         partitioner delegated and why each other node stayed out.
@@ -155,6 +166,8 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
     manager = EdgeProgramManager(edge, config, constant_methods=constant_methods)
     for fn in transform_passes:
         manager = manager.transform([fn])
+    if generate_etrecord:
+        manager._keep_for_etrecord(programs.get("forward") if len(programs) == 1 else None)
     for name in programs:
         for p in per_method[name]:
             manager._lower_method(name, p)
@@ -177,6 +190,7 @@ def _decompose_declined(ep: ExportedProgram, kept: Sequence, config: EdgeCompile
         return 0
     count = decompose_nodes(ep.graph_module, nodes, torch.export.default_decompositions())
     to_edge_graph(ep.graph_module)
+    assign_debug_handles(ep.graph_module)
     propagate_fake_values(ep.graph_module)
     return count
 
@@ -194,6 +208,9 @@ class EdgeProgramManager:
         self.partition_reports: dict = {name: [] for name in programs}
         #: How the methods were lowered, for fallback twins (set by ``to_edge_transform_and_lower``).
         self._recipe: Optional[LoweringRecipe] = None
+        #: generate_etrecord=True: {method: Edge program before lowering} and the program as exported
+        self._etrecord_edge: Optional[dict] = None
+        self._etrecord_exported: Optional[ExportedProgram] = None
 
     @property
     def methods(self) -> set:
@@ -222,7 +239,13 @@ class EdgeProgramManager:
             new[name] = ep
         manager = EdgeProgramManager(new, self.compile_config, constant_methods=copy.deepcopy(self._config_methods))
         manager.partition_reports = {k: list(v) for k, v in self.partition_reports.items()}
+        if self._etrecord_edge is not None:  # the record describes the program as transformed
+            manager._keep_for_etrecord(self._etrecord_exported)
         return manager
+
+    def _keep_for_etrecord(self, exported: Optional[ExportedProgram]) -> None:
+        self._etrecord_edge = {name: copy.deepcopy(ep) for name, ep in self._programs.items()}
+        self._etrecord_exported = exported
 
     def _lower_method(self, name: str, partitioner: Partitioner) -> None:
         ep, report = _to_backend_one(self._programs[name], partitioner)
@@ -235,6 +258,7 @@ class EdgeProgramManager:
         manager = EdgeProgramManager(dict(self._programs), self.compile_config,
                                      constant_methods=copy.deepcopy(self._config_methods))
         manager.partition_reports = {k: list(v) for k, v in self.partition_reports.items()}
+        manager._etrecord_edge, manager._etrecord_exported = self._etrecord_edge, self._etrecord_exported
         recipe = self._recipe
         if recipe is not None:
             recipe = LoweringRecipe(recipe.programs, recipe.transform_passes,
@@ -256,9 +280,15 @@ class EdgeProgramManager:
         programs = dict(self._programs)
         if config.delegate_fallback:
             programs.update(fallback_twins(self._recipe, self._programs, config.delegate_fallback))
-        contents, plans = build_program(programs, config, self._config_methods)
-        return ExecutorchProgramManager(contents, config, plans, time.perf_counter() - start,
-                                        config_methods=self._config_methods)
+        debug_info: dict = {}
+        contents, plans = build_program(programs, config, self._config_methods, debug_info)
+        manager = ExecutorchProgramManager(contents, config, plans, time.perf_counter() - start,
+                                           config_methods=self._config_methods, debug_info=debug_info)
+        if self._etrecord_edge is not None:
+            from .devtools.etrecord import ETRecord
+            manager._etrecord = ETRecord.from_managers(self._etrecord_edge, manager,
+                                                       exported_program=self._etrecord_exported)
+        return manager
 
 
 @dataclass
@@ -292,8 +322,10 @@ class ExecutorchProgramManager:
     """A program ready to be written: :attr:`buffer` holds the ``.pte`` bytes."""
 
     def __init__(self, contents, config: ExecutorchBackendConfig, plans: dict, emit_seconds: float,
-                 config_methods: Optional[dict] = None) -> None:
+                 config_methods: Optional[dict] = None, debug_info: Optional[dict] = None) -> None:
         self._contents = contents
+        self._debug_info = debug_info or {}
+        self._etrecord = None
         self._config_methods = config_methods
         self.config = config
         #: ``{method name: MemoryPlan}`` of each method.
@@ -305,6 +337,30 @@ class ExecutorchProgramManager:
     def config_methods(self) -> set:
         """Names of the constant methods written in the program."""
         return set(self._config_methods) if self._config_methods else set()
+
+    @property
+    def debug_handle_map(self) -> dict:
+        """``{method: {instruction index: debug handle, or the sorted handles of a delegate's partition}}``:
+        which Edge nodes (``node.meta["debug_handle"]``) each instruction runs (ExecuTorch's name)."""
+        return {m: dict(info["debug_handle_map"]) for m, info in self._debug_info.items()}
+
+    @property
+    def delegate_map(self) -> dict:
+        """``{method: {delegate-call instruction index: {"name": backend id, "delegate_map": the backend's
+        PreprocessResult.debug_handle_map}}}`` (ExecuTorch's name)."""
+        return {m: dict(info["delegate_map"]) for m, info in self._debug_info.items()}
+
+    def get_etrecord(self):
+        """The :class:`etkit.devtools.etrecord.ETRecord` kept because the Edge program was made with
+        ``generate_etrecord=True``; ``.save(path)`` writes it.
+
+        Raises:
+            RuntimeError: the Edge program was made without ``generate_etrecord=True``.
+        """
+        if self._etrecord is None:
+            raise RuntimeError("no ETRecord: pass generate_etrecord=True to to_edge_transform_and_lower (or to_edge), "
+                               "or call etkit.devtools.generate_etrecord(path, edge_manager, executorch_manager)")
+        return self._etrecord
 
     @property
     def buffer(self) -> bytes:

@@ -27,8 +27,16 @@ SCRIPT = Path(__file__).parent / "oracle_scripts" / "et_etdump.py"
 def _view(inspector) -> dict:
     return {"blocks": [{"name": b.name,
                         "events": [{"name": e.name, "raw": list(e.perf_data.raw) if e.perf_data else None,
-                                    "is_delegated_op": bool(e.is_delegated_op)} for e in b.events]}
+                                    "is_delegated_op": bool(e.is_delegated_op), "op_types": list(e.op_types),
+                                    "delegate_backend_name": e.delegate_backend_name} for e in b.events]}
                        for b in inspector.event_blocks]}
+
+
+def _short(op: str) -> str:
+    """ExecuTorch's Inspector names an Edge op by its overload ("convolution.default"), etkit's with its
+    namespace ("aten.convolution.default")."""
+    return op.split(".", 1)[1] if op.startswith("aten.") else op.rsplit(".", 2)[-2] + "." + op.rsplit(".", 1)[-1] \
+        if op.count(".") > 1 else op
 
 
 def _assert_same(ours: dict, theirs: dict) -> None:
@@ -49,8 +57,9 @@ def exchanged(tmp_path_factory, et_oracle):
     directory = tmp_path_factory.mktemp("etdump_interop")
     model = torchvision.models.mobilenet_v2(weights=None).eval()
     x = torch.randn(1, 3, 224, 224)
-    program = etkit.to_edge_transform_and_lower(torch.export.export(model, (x,)),
-                                                partitioner=[XnnpackPartitioner()]).to_executorch()
+    program = etkit.to_edge_transform_and_lower(torch.export.export(model, (x,)), partitioner=[XnnpackPartitioner()],
+                                                generate_etrecord=True).to_executorch()
+    program.get_etrecord().save(directory / "etkit.etrecord")
     Runtime.get().set_backend_option("XnnpackBackend", "num_threads", 1)
     loaded = Runtime.get().load_program(program.buffer, enable_etdump=True)
     method = loaded.load_method("forward")
@@ -89,3 +98,22 @@ def test_etkit_inspector_reads_executorch_etdump(exchanged):
         eager = module.Small().eval()(*inputs)
     for mine, expected in zip(execute.run_output, eager):
         torch.testing.assert_close(mine, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_etrecords_both_ways(exchanged):
+    """ExecuTorch's parse_etrecord and Inspector read etkit's ETRecord, etkit's Inspector reads ExecuTorch's:
+    each side's events get the same operator types and backend names as the other side gives them."""
+    theirs = json.loads((exchanged / "et_view_of_etkit_with_etrecord.json").read_text())
+    ours = _view(Inspector(etdump_path=exchanged / "etkit.etdp", etrecord=exchanged / "etkit.etrecord"))
+    for views in ((ours, theirs),
+                  (_view(Inspector(etdump_path=exchanged / "et.etdp", etrecord=exchanged / "et.etrecord")),
+                   json.loads((exchanged / "et_view_of_et.json").read_text()))):
+        mine, other = views
+        execute_mine = [b for b in mine["blocks"] if b["name"] == "Execute"][0]["events"]
+        execute_other = [b for b in other["blocks"] if b["name"] == "Execute"][0]["events"]
+        assert [e["name"] for e in execute_mine] == [e["name"] for e in execute_other]
+        for a, b in zip(execute_mine, execute_other):
+            assert sorted(map(_short, a["op_types"])) == sorted(map(_short, b["op_types"])), a["name"]
+            assert (a["delegate_backend_name"] or None) == (b["delegate_backend_name"] or None), a["name"]
+        (call,) = [e for e in execute_mine if e["name"] == "DELEGATE_CALL"]
+        assert call["delegate_backend_name"] == "XnnpackBackend" and call["op_types"]

@@ -34,10 +34,15 @@ class LoweredBackendModule(torch.nn.Module):
         original_module: the partition's Edge ``ExportedProgram`` (for inspection and debugging).
         named_data: ``{key: bytes}`` the backend stores in the program's named data.
         num_inputs / num_outputs: delegate-argument counts.
+        debug_handles: the debug handles of the partition's Edge nodes (passes/debug_handles.py).
+        debug_handle_map: what ``preprocess`` returned in ``PreprocessResult.debug_handle_map``:
+            ``{delegate debug id (int or str): [Edge debug handles]}`` (ExecuTorch's
+            ``DelegateMappingBuilder`` output), or None.
     """
 
     def __init__(self, backend_id: str, processed_bytes: bytes, compile_specs: list, original_module,
-                 named_data: dict | None, num_inputs: int, num_outputs: int) -> None:
+                 named_data: dict | None, num_inputs: int, num_outputs: int, debug_handles=(),
+                 debug_handle_map: dict | None = None) -> None:
         super().__init__()
         self.backend_id = backend_id
         self.processed_bytes = bytes(processed_bytes)
@@ -46,6 +51,8 @@ class LoweredBackendModule(torch.nn.Module):
         self.named_data = dict(named_data or {})
         self.num_inputs = num_inputs
         self.num_outputs = num_outputs
+        self.debug_handles = list(debug_handles)
+        self.debug_handle_map = dict(debug_handle_map) if debug_handle_map else None
 
     def extra_repr(self) -> str:
         return (f"backend_id={self.backend_id!r}, payload={len(self.processed_bytes)} bytes, "

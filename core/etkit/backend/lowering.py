@@ -20,6 +20,8 @@ from torch.export.graph_signature import InputKind, InputSpec, OutputKind, Outpu
 
 from ..passes.lifted_constants import drop_unused_constants
 from ..plugins import get_backend_spec
+from etkit.passes.debug_handles import debug_handles_of
+
 from .backend_details import PreprocessResult
 from .delegate import LoweredBackendModule, executorch_call_delegate
 from .partitioner import DELEGATION_TAG, PartitionReport, Partitioner
@@ -164,7 +166,9 @@ def lower_partitions(ep: ExportedProgram, partition_tags: dict) -> ExportedProgr
         result = _preprocess(delegation_spec.backend_id, sub, delegation_spec.compile_specs, tag)
         lowered = LoweredBackendModule(delegation_spec.backend_id, result.processed_bytes,
                                        delegation_spec.compile_specs, sub, result.named_data,
-                                       num_inputs=len(inputs), num_outputs=len(outputs))
+                                       num_inputs=len(inputs), num_outputs=len(outputs),
+                                       debug_handles=debug_handles_of(compute),
+                                       debug_handle_map=result.debug_handle_map)
         name = f"lowered_module_{_next_module_index(gm)}"
         gm.add_submodule(name, lowered)
         anchor = compute[-1]

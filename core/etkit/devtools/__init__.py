@@ -13,6 +13,9 @@ _LAZY = {
     "Inspector": "etkit.devtools.inspector",
     "TimeScale": "etkit.devtools.inspector",
     "compare_results": "etkit.devtools.inspector",
+    "ETRecord": "etkit.devtools.etrecord",
+    "generate_etrecord": "etkit.devtools.etrecord",
+    "parse_etrecord": "etkit.devtools.etrecord",
 }
 
 __all__ = sorted(_LAZY)

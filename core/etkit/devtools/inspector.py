@@ -10,8 +10,8 @@
 
 ExecuTorch's surface and its grouping: the "Execute" runs whose events have the same signatures (name,
 instruction id, delegate debug id, in order) form one :class:`EventBlock`, and each :class:`Event`
-holds one duration per run (``perf_data.raw``). A delegate's own events (e.g. one per XNNPACK
-operator) are rows with ``is_delegated_op`` true, named by their delegate debug id. ``debug_data`` holds
+holds one duration per run (``perf_data.raw``). A delegate's own events (e.g. one per operator the backend
+ran) are rows with ``is_delegated_op`` true, named by their delegate debug id. ``debug_data`` holds
 the values logged for the event's instruction (the kernel's output, a delegate call's tensor
 arguments), read from the debug buffer. It reads ETDumps written by etkit or by ExecuTorch 1.5.1.
 """
@@ -196,14 +196,68 @@ def _build_blocks(dump, buffer: Optional[bytes], scale: float, source: TimeScale
     return blocks, dropped
 
 
+def _associate(blocks: list, etrecord, where: str) -> None:
+    """Gives each event of an instruction the debug handles and node metadata the ETRecord has for it.
+
+    Raises:
+        ETRecordError: the ETRecord is of another program (its delegate calls sit at other instructions, or
+            none of the ETDump's operator instructions has a debug handle).
+    """
+    from etkit.devtools.etrecord import ETRecordError
+
+    methods = sorted(etrecord._debug_handle_map) or sorted(etrecord._node_tables)
+    method = "forward" if "forward" in methods else (methods[0] if len(methods) == 1 else None)
+    if method is None:
+        raise ETRecordError(f"{where}: the ETRecord has methods {methods} and none is 'forward'; "
+                            f"the Inspector needs one method to map instructions to")
+    handles = etrecord._debug_handle_map.get(method, {})
+    delegates = etrecord._delegate_map.get(method, {})
+    nodes = etrecord._node_tables.get(method, {})
+    operator_ids = {e._instruction_id for b in blocks for e in b.events if e.name == "OPERATOR_CALL"}
+    delegate_ids = {e._instruction_id for b in blocks for e in b.events if e.name == "DELEGATE_CALL"}
+    wrong = sorted(i for i in delegate_ids if str(i) not in delegates)
+    if wrong or (operator_ids and handles and not any(str(i) in handles for i in operator_ids)):
+        raise ETRecordError(
+            f"{where}: the ETRecord is not of this program: the ETDump has delegate calls at instructions "
+            f"{sorted(delegate_ids)} and operator calls at {len(operator_ids)} instructions; the ETRecord's "
+            f"method {method!r} has delegate calls at {sorted(int(k) for k in delegates)} and debug handles "
+            f"for {len(handles)} instructions")
+    for block in blocks:
+        for event in block.events:
+            key = str(event._instruction_id) if event._instruction_id is not None else None
+            if key is None or event.name in ("Method::execute", "Program::load_method", "Method::init"):
+                continue
+            found = handles.get(key)
+            delegate = delegates.get(key)
+            if delegate is not None:
+                event.delegate_backend_name = delegate.get("name")
+            if event.is_delegated_op:
+                inner = (delegate or {}).get("delegate_map") or {}
+                found = inner.get(str(event.delegate_debug_identifier))
+            if found is None:
+                continue
+            event.debug_handles = found if isinstance(found, int) else tuple(found)
+            for handle in ([found] if isinstance(found, int) else found):
+                info = nodes.get(int(handle))
+                if info is None or info.name in event.stack_traces:
+                    continue
+                event.stack_traces[info.name] = info.stack_trace
+                event.module_hierarchy[info.name] = info.nn_module_stack
+                event.op_types.append(info.target)
+
+
 class Inspector:
     """Reads an ETDump (and optionally its debug buffer) into :attr:`event_blocks` (ExecuTorch's
     ``executorch.devtools.Inspector``; seed page "Inspector APIs").
 
     Args:
         etdump_path: the ETDump file (etkit's or ExecuTorch's).
-        etrecord: not read yet by etkit: passing one raises NotImplementedError, so that no table
-            silently lacks the operator names, module hierarchy and stack traces it would give.
+        etrecord: an ETRecord (path, or :class:`etkit.devtools.etrecord.ETRecord`) of the same program,
+            written by etkit or by ExecuTorch: each event of an instruction then gets the debug handles,
+            operator types, stack traces and module hierarchy of the Edge nodes it ran (a delegate call:
+            the nodes of its partition; a delegate's own event: the nodes its debug id maps to, where the
+            backend gave a debug handle map), and :meth:`find_total_for_module` works. Method
+            "forward" is used (or the only method), as ExecuTorch's Inspector does.
         source_time_scale / target_time_scale: units of the file's times and of the tables
             (default: ns -> ms).
         debug_buffer_path: the debug buffer written with the ETDump; without it ``debug_data`` and
@@ -218,9 +272,11 @@ class Inspector:
                  debug_buffer_path: "str | os.PathLike | None" = None, **unused: Any) -> None:
         if etdump_path is None:
             raise ValueError("Inspector needs etdump_path (an ETDump written by the runtime)")
+        self._etrecord = None
         if etrecord is not None:
-            raise NotImplementedError("etkit's Inspector does not read ETRecords yet; leave etrecord out "
-                                      "(events are then named by the runtime and the delegates)")
+            from etkit.devtools.etrecord import ETRecord, parse_etrecord
+
+            self._etrecord = etrecord if isinstance(etrecord, ETRecord) else parse_etrecord(etrecord)
         buffer = None
         if debug_buffer_path is not None:
             try:
@@ -235,6 +291,8 @@ class Inspector:
                 dump, buffer, _scale(self._source, self._target), self._source, self._target)
         except ETDumpError as exc:
             raise ETDumpError(f"{os.fspath(etdump_path)}: {exc}") from None
+        if self._etrecord is not None:
+            _associate(self.event_blocks, self._etrecord, os.fspath(etdump_path))
         if self.dropped_events:
             warnings.warn(f"{os.fspath(etdump_path)}: the runtime dropped {self.dropped_events} events (its event "
                           f"storage was full); raise etdump_capacity", stacklevel=2)
@@ -263,21 +321,160 @@ class Inspector:
         self.to_dataframe(include_units, include_delegate_debug_data).to_csv(file, sep="\t")
 
     def find_total_for_module(self, module_name: str) -> float:
-        """Needs the module hierarchy an ETRecord gives, which etkit's Inspector does not read yet.
+        """Sum of the average time (target time scale) of the events whose nodes ran inside a module
+        whose ``nn_module_stack`` key contains ``module_name`` (ExecuTorch's rule: OPERATOR_CALL rows are
+        skipped, their ``native_call_*`` twins count).
 
         Raises:
-            NotImplementedError: always, for now.
+            ValueError: the Inspector was made without an ETRecord.
         """
-        raise NotImplementedError("find_total_for_module needs an ETRecord's module hierarchy, which etkit's "
-                                  "Inspector does not read yet")
+        if self._etrecord is None:
+            raise ValueError("find_total_for_module needs the module hierarchy of an ETRecord: "
+                             "Inspector(etdump_path=..., etrecord=...)")
+        total = 0.0
+        for block in self.event_blocks:
+            for event in block.events:
+                if event.name == "OPERATOR_CALL" or event.perf_data is None:
+                    continue
+                if any(h and any(module_name in key for key in h) for h in event.module_hierarchy.values()):
+                    total += event.perf_data.avg
+        return total
 
     def get_exported_program(self, graph: Optional[str] = None):
-        raise NotImplementedError("get_exported_program needs an ETRecord, which etkit's Inspector does not read yet")
+        """The Edge ``ExportedProgram`` of method ``graph`` (default "forward") from the ETRecord, or the
+        program as exported for ``graph="exported_program"``.
 
-    def calculate_numeric_gap(self, distance: str = "MSE"):
-        raise NotImplementedError("calculate_numeric_gap needs an ETRecord's reference graph, which etkit's "
-                                  "Inspector does not read yet; compare_results(runtime, reference) compares "
-                                  "outputs you have")
+        Raises:
+            ValueError: no ETRecord, or the ETRecord does not hold that program in a form torch can load
+                (ExecuTorch's Edge programs use its own operator classes; their nodes are still used).
+        """
+        if self._etrecord is None:
+            raise ValueError("get_exported_program needs an ETRecord: Inspector(etdump_path=..., etrecord=...)")
+        if graph == "exported_program":
+            program = self._etrecord.exported_program
+        else:
+            program = self._etrecord.edge_dialect_program.get(graph or "forward")
+        if program is None:
+            raise ValueError(f"the ETRecord holds no loadable program {graph or 'forward'!r} "
+                             f"(methods: {sorted(self._etrecord.edge_dialect_program)})")
+        return program
+
+    def calculate_numeric_gap(self, distance: str = "MSE", inputs: Optional[Sequence[Any]] = None):
+        """Compares each operator's runtime output (the ETDump's intermediate outputs, last execute) with
+        the output of the same Edge node run in torch eager on the same inputs (ExecuTorch's
+        ``calculate_numeric_gap``, seed page "Debugging Models in ExecuTorch").
+
+        The reference run interprets the ETRecord's Edge program (``torch.fx.Interpreter`` over
+        ``ExportedProgram.module()``) and keeps every node's output by debug handle. A kernel call is
+        compared with its node; a delegate call's outputs (the last ``num_outs`` tensors it logged) with
+        its partition's outputs, in order of shape. ``inputs``: what the runtime ran on (default: the
+        ETRecord's first representative inputs, the exported program's example inputs).
+
+        Args:
+            distance: "MSE" (mean squared difference), "L1" (mean absolute difference) or "SNR" (dB,
+                10 log10(reference power / difference power); lower is worse).
+        Returns:
+            pandas.DataFrame, one row per compared instruction, in execution order: aot_ops,
+            aot_intermediate_output, runtime_ops, runtime_intermediate_output, gap, stacktraces.
+        Raises:
+            ValueError: no ETRecord, no loadable Edge program in it, no inputs, no intermediate outputs in
+                the ETDump (record it with a debug buffer), or an unknown distance.
+        """
+        import pandas as pd
+        import torch
+
+        metrics = {
+            "MSE": lambda r, x: float((r - x).pow(2).mean()) if r.numel() else 0.0,
+            "L1": lambda r, x: float((r - x).abs().mean()) if r.numel() else 0.0,
+            "SNR": lambda r, x: float("inf") if torch.equal(r, x) else float(
+                10 * torch.log10(r.pow(2).mean() / (r - x).pow(2).mean())),
+        }
+        if distance.upper() not in metrics:
+            raise ValueError(f"unknown distance {distance!r}; use one of {sorted(metrics)}")
+        metric = metrics[distance.upper()]
+        program = self.get_exported_program()
+        if inputs is None:
+            inputs = (self._etrecord.representative_inputs or [None])[0]
+        if inputs is None:
+            raise ValueError("no inputs: pass inputs=[...] (what the runtime ran on), or record representative "
+                             "inputs in the ETRecord")
+        reference = _reference_outputs(program, list(inputs))
+        nodes = program.graph.nodes
+        by_handle = {n.meta.get("debug_handle"): n for n in nodes if isinstance(n.meta.get("debug_handle"), int)}
+        blocks = [b for b in self.event_blocks if b.name == "Execute"]
+        if not blocks:
+            raise ValueError("the ETDump has no Execute block")
+        method = "forward" if "forward" in self._etrecord._instruction_id_to_num_outs_map else None
+        num_outs = self._etrecord._instruction_id_to_num_outs_map.get(method or "", {})
+        rows = []
+        for event in blocks[-1].events:
+            if event.name not in ("OPERATOR_CALL", "DELEGATE_CALL") or event.debug_handles is None:
+                continue
+            logged = [t for t in event.debug_data if isinstance(t, torch.Tensor)]
+            if not logged:
+                continue
+            handles = [event.debug_handles] if isinstance(event.debug_handles, int) else list(event.debug_handles)
+            if event.name == "OPERATOR_CALL":
+                pairs = [(by_handle.get(handles[0]), logged[-1])]
+            else:
+                outs = num_outs.get(str(event._instruction_id), 1)
+                partition = {by_handle[h] for h in handles if h in by_handle}
+                produced = [n for n in partition if any(u not in partition for u in n.users)]
+                pairs = _match_by_shape(produced, logged[-outs:], reference)
+            for node, runtime in pairs:
+                expected = reference.get(node) if node is not None else None
+                if isinstance(expected, (tuple, list)):  # a multi-output op logs its last out tensor
+                    same = [t for t in expected if isinstance(t, torch.Tensor) and t.shape == runtime.shape
+                            and t.dtype == runtime.dtype]
+                    expected = same[-1] if same else None
+                if (not isinstance(expected, torch.Tensor) or expected.shape != runtime.shape
+                        or expected.dtype != runtime.dtype):
+                    continue
+                rows.append({
+                    "aot_ops": [node.name], "aot_intermediate_output": expected,
+                    "runtime_ops": [event.name if event.name != "OPERATOR_CALL" else str(event.op_types[:1])],
+                    "runtime_intermediate_output": runtime,
+                    "gap": [metric(expected.detach().double(), runtime.double())],
+                    "stacktraces": {node.name: node.meta.get("stack_trace")},
+                })
+        if not rows:
+            raise ValueError("nothing to compare: the ETDump holds no intermediate outputs of instructions the "
+                             "ETRecord maps (load the program with debug_buffer_size > 0)")
+        return pd.DataFrame(rows)
+
+
+def _reference_outputs(program, inputs: list) -> dict:
+    """Every node's output when ``program`` runs in eager on ``inputs``: {fx node of program.graph: value}."""
+    import torch
+
+    module = program.module()
+    by_name = {n.name: n for n in program.graph.nodes}
+    captured = {}
+
+    class Capture(torch.fx.Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            original = by_name.get(n.name)
+            if original is not None and n.op == "call_function":
+                captured[original] = value
+            return value
+
+    with torch.no_grad():
+        Capture(module).run(*inputs)
+    return captured
+
+
+def _match_by_shape(nodes: list, runtime: list, reference: dict) -> list:
+    """Pairs each runtime output with a reference node of the same shape, each used once, in node order."""
+    free = [n for n in nodes if hasattr(reference.get(n), "shape")]
+    pairs = []
+    for tensor in runtime:
+        for node in free:
+            if reference[node].shape == tensor.shape:
+                pairs.append((node, tensor))
+                free.remove(node)
+                break
+    return pairs
 
 
 def compare_results(reference_output: Sequence[Any], run_output: Sequence[Any],

@@ -145,6 +145,15 @@ class MethodEmitter:
         self.instructions: list = []
         self.allocations: list = []  # (TensorAllocation, value index)
         self.plan = None
+        #: instruction index -> the Edge debug handle of the node it runs, or the sorted list of a
+        #: delegate's partition (ExecuTorch's emitter output ``debug_handle_map``)
+        self.debug_handle_map: dict = {}
+        #: delegate-call instruction index -> {"name": backend id, "delegate_map": the backend's
+        #: PreprocessResult.debug_handle_map or {}} (ExecuTorch's ``delegate_map``)
+        self.delegate_map: dict = {}
+        #: delegate-call instruction index -> its number of outputs (``instruction_id_to_num_outs_map``)
+        self.instruction_num_outs: dict = {}
+        self._current_node = None
 
     # -- values -------------------------------------------------------------------------------------------
     def _add_value(self, kind: int, val) -> int:
@@ -304,6 +313,7 @@ class MethodEmitter:
             if node.op == "call_function":
                 self._emit_call(node)
             elif node.op == "output":
+                self._current_node = None
                 leaves = pytree.tree_leaves(node.args[0])
                 kinds = [spec.kind for spec in ep.graph_signature.output_specs]
                 by_name = {a.name: a for a in leaves if isinstance(a, torch.fx.Node)}
@@ -386,8 +396,16 @@ class MethodEmitter:
         if is_inplace_update(node):
             self._emit_inplace_update(node)
             return
+        self._current_node = node
         if node.target is executorch_call_delegate:
             lowered = getattr(self.ep.graph_module, node.args[0].target)
+            index = len(self.instructions)
+            if lowered.debug_handles:
+                self.debug_handle_map[index] = list(lowered.debug_handles)
+            self.delegate_map[index] = {"name": lowered.backend_id, "delegate_map": {
+                str(k): (list(v) if isinstance(v, (list, tuple, set)) else v)
+                for k, v in (lowered.debug_handle_map or {}).items()}}
+            self.instruction_num_outs[index] = lowered.num_outputs
             self.data.delegate_data.append(lowered.processed_bytes)
             self.data.add_named_data(lowered.named_data, f"delegate {lowered.backend_id}")
             self.delegates.append(BackendDelegateT(
@@ -489,4 +507,9 @@ class MethodEmitter:
                           KernelCallT(opIndex=self._operator_ids[key], args=args + [self.node_values[node]]))
 
     def _instruction(self, kind: int, args) -> None:
+        node = self._current_node
+        index = len(self.instructions)
+        if (node is not None and index not in self.debug_handle_map
+                and isinstance(node.meta.get("debug_handle"), int)):
+            self.debug_handle_map[index] = node.meta["debug_handle"]
         self.instructions.append(InstructionT(instrArgsType=kind, instrArgs=args))

@@ -33,12 +33,15 @@ def _sync_signature_names(ep) -> None:
             spec.arg.name = node.name
 
 
-def build_program(programs: dict, config, constant_methods: Optional[dict] = None) -> tuple:
+def build_program(programs: dict, config, constant_methods: Optional[dict] = None,
+                  debug_info: Optional[dict] = None) -> tuple:
     """Emit ``{method name: lowered Edge ExportedProgram}``; returns ``(PteContents, {method: MemoryPlan})``.
 
     The methods' plans are sorted by name; the plans of ``constant_methods`` (``{name: value}``, see
     :mod:`etkit.emit.constant_methods`) follow them in the order given, as ExecuTorch's ``emit_program``
-    appends them (so the first plan is always a real method).
+    appends them (so the first plan is always a real method). ``debug_info``, when given, receives
+    ``{method: {"debug_handle_map": ..., "delegate_map": ..., "instruction_id_to_num_outs_map": ...}}``
+    (instruction index -> debug handles, delegate calls' backend and debug maps, delegates' output counts).
     """
     constant_methods = validate_constant_methods(constant_methods, programs)
     planner = config.memory_planning_pass or MemoryPlanningPass()
@@ -56,6 +59,9 @@ def build_program(programs: dict, config, constant_methods: Optional[dict] = Non
         emitter = MethodEmitter(name, ep, data, planner, alignment)
         plans.append(emitter.emit())
         plans_by_name[name] = emitter.plan
+        if debug_info is not None:
+            debug_info[name] = {"debug_handle_map": emitter.debug_handle_map, "delegate_map": emitter.delegate_map,
+                                "instruction_id_to_num_outs_map": emitter.instruction_num_outs}
     for name, value in constant_methods.items():
         plans.append(emit_constant_method(name, value, data))
     program = ProgramT(version=PROGRAM_VERSION, executionPlan=plans)

@@ -129,8 +129,12 @@ Error verify(const uint8_t* data, size_t size) {
   // The verifier does not check that [long] elements are 8-byte aligned (flatbuffer_alignment.h).
   const efb::ETDump* dump = efb::GetSizePrefixedETDump(data);
   if (dump->run_data() == nullptr) return Error::Ok;
-  auto tensor_ok = [](const efb::Tensor* t) {
-    return t == nullptr || (runtime::elements_aligned(t->sizes()) && runtime::elements_aligned(t->strides()));
+  // An empty vector has no element to read (a 0-dim tensor's sizes), wherever its data would start.
+  auto vector_ok = [](const flatbuffers::Vector<int64_t>* v) {
+    return v == nullptr || v->size() == 0 || runtime::elements_aligned(v);
+  };
+  auto tensor_ok = [&](const efb::Tensor* t) {
+    return t == nullptr || (vector_ok(t->sizes()) && vector_ok(t->strides()));
   };
   for (flatbuffers::uoffset_t r = 0; r < dump->run_data()->size(); ++r) {
     const efb::RunData* run = dump->run_data()->Get(r);

@@ -91,7 +91,7 @@ class EventTracer final {
   /// For delegates, inside execute(): an event of the current delegate call (`start_ns`/`end_ns` on the
   /// PAL clock; a delegate timing a device converts its clock, e.g. by anchoring the first device
   /// timestamp to the host time at submission). `name` is the delegate's debug id (ETDump's
-  /// delegate_debug_id_str), e.g. XNNPACK's operator name.
+  /// delegate_debug_id_str), e.g. the name of the backend's operator.
   void log_delegate_event(const char* name, int64_t start_ns, int64_t end_ns) {
     record(ProfileEventKind::DelegateInternal, name, current_backend_, start_ns, end_ns, current_instruction_);
   }

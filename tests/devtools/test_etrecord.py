@@ -1,0 +1,154 @@
+"""ETRecord: debug handles kept through lowering and emission, the record written and read, and the
+Inspector mapping ETDump events back to the Edge nodes and the eager module hierarchy.
+
+The lowered program is also compared with torch eager on the same inputs (|d| <= 1e-4: XNNPACK's sums run
+in another order).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import etkit
+from etkit.devtools import Inspector
+from etkit.devtools.etrecord import ETRecordError, generate_etrecord, parse_etrecord
+from etkit.runtime import Runtime
+
+pytest.importorskip("etkit_xnnpack")
+
+
+class Tail(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, 1)  # no XNNPACK operator: stays on the portable kernels
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.head = torch.nn.Linear(144, 5)
+        self.tail = Tail()
+
+    def forward(self, x):
+        y = self.conv(x).relu()
+        return self.tail(self.head(y.flatten(1))), y.sum()
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory):
+    """Conv, relu and linear on XNNPACK; the cumsum (module ``tail``) and the sum on portable kernels."""
+    from etkit_xnnpack import XnnpackPartitioner
+
+    model = Net().eval()
+    x = torch.randn(1, 3, 8, 8)
+    ep = torch.export.export(model, (x,))
+    partitioner = XnnpackPartitioner()
+    edge = etkit.to_edge_transform_and_lower(ep, partitioner=[partitioner], generate_etrecord=True)
+    program = edge.to_executorch()
+    directory = tmp_path_factory.mktemp("etrecord")
+    (directory / "model.pte").write_bytes(program.buffer)
+    program.get_etrecord().save(directory / "model.etrecord")
+    loaded = Runtime.get().load_program(directory / "model.pte", enable_etdump=True)
+    method = loaded.load_method("forward")
+    for _ in range(2):
+        outputs = method.execute([x])
+    with torch.no_grad():
+        for got, want in zip(outputs, model(x)):
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    loaded.write_etdump_result_to_file(directory / "model.etdp")
+    return directory, edge, program
+
+
+def test_debug_handles_reach_every_instruction(lowered):
+    _, edge, program = lowered
+    handles = program.debug_handle_map["forward"]
+    delegates = program.delegate_map["forward"]
+    assert delegates, "the model has a delegate call"
+    record = program.get_etrecord()
+    nodes = record._node_tables["forward"]
+    # every Edge operator node has a distinct handle, and every instruction maps to nodes of the record
+    assert sorted(nodes) == list(range(1, len(nodes) + 1))
+    for index, value in handles.items():
+        for h in ([value] if isinstance(value, int) else value):
+            assert h in nodes, (index, h)
+    # the delegate call maps to its partition: the convolution is in it, the sin is not
+    (delegate_index,) = delegates
+    partition = {nodes[h].target for h in handles[delegate_index]}
+    assert "aten.convolution.default" in partition and "aten.cumsum.default" not in partition
+    assert delegates[delegate_index]["name"] == "XnnpackBackend"
+
+
+def test_inspector_maps_events_to_nodes_and_modules(lowered):
+    directory, _, _ = lowered
+    inspector = Inspector(etdump_path=directory / "model.etdp", etrecord=directory / "model.etrecord")
+    execute = inspector.event_blocks[-1]
+    by_name = {}
+    for event in execute.events:
+        by_name.setdefault(event.name, []).append(event)
+    (call,) = by_name["DELEGATE_CALL"]
+    assert call.delegate_backend_name == "XnnpackBackend"
+    assert "aten.convolution.default" in call.op_types
+    operator_types = {t for e in by_name["OPERATOR_CALL"] for t in e.op_types}
+    assert "aten.cumsum.default" in operator_types
+    cumsum = [e for e in execute.events if e.name.startswith("native_call_cumsum")]
+    assert cumsum and any("torch.cumsum" in (t or "") for t in cumsum[0].stack_traces.values())
+    # module "tail": its kernel's time, found through the module hierarchy of its node
+    tail = [e for e in execute.events if e.name != "OPERATOR_CALL" and any(
+        h and any("tail" in key for key in h) for h in e.module_hierarchy.values())]
+    assert [e.name for e in tail] == [cumsum[0].name]
+    assert inspector.find_total_for_module("tail") == pytest.approx(cumsum[0].perf_data.avg)
+    # module "head" ran inside the delegate call: the call's time counts for it
+    assert inspector.find_total_for_module("head") == pytest.approx(call.perf_data.avg)
+    assert inspector.find_total_for_module("no_such_module") == 0.0
+    assert "aten.convolution.default" in str(inspector.get_exported_program().graph)
+
+
+def test_generate_etrecord_function_and_missing_record(lowered, tmp_path):
+    _, edge, program = lowered
+    path = tmp_path / "again.etrecord"
+    generate_etrecord(path, edge, program)
+    record = parse_etrecord(path)
+    assert record._debug_handle_map == {"forward": {str(k): v for k, v in program.debug_handle_map["forward"].items()}}
+    plain = etkit.to_edge(torch.export.export(Net().eval(), (torch.randn(1, 3, 8, 8),))).to_executorch()
+    with pytest.raises(RuntimeError, match="generate_etrecord=True"):
+        plain.get_etrecord()
+    from etkit_xnnpack import XnnpackPartitioner
+
+    already = etkit.to_edge(torch.export.export(Net().eval(), (torch.randn(1, 3, 8, 8),))).to_backend(
+        XnnpackPartitioner())
+    with pytest.raises(ETRecordError, match="already lowered"):
+        generate_etrecord(tmp_path / "late.etrecord", already, already.to_executorch())
+    with pytest.raises(ValueError, match="needs the module hierarchy of an ETRecord"):
+        Inspector(etdump_path=lowered[0] / "model.etdp").find_total_for_module("head")
+
+
+def test_etrecord_of_another_program_is_refused(lowered, tmp_path):
+    directory, _, _ = lowered
+    other = etkit.to_edge(torch.export.export(Net().eval(), (torch.randn(1, 3, 8, 8),)), generate_etrecord=True)
+    other.to_executorch().get_etrecord().save(tmp_path / "other.etrecord")
+    with pytest.raises(ETRecordError, match="not of this program"):
+        Inspector(etdump_path=directory / "model.etdp", etrecord=tmp_path / "other.etrecord")
+
+
+def test_corrupted_etrecords_raise_precise_errors(lowered, tmp_path):
+    directory, _, _ = lowered
+    data = (directory / "model.etrecord").read_bytes()
+    with pytest.raises(ETRecordError, match="not a readable zip"):
+        parse_etrecord(data[: len(data) // 2])
+    with pytest.raises(ETRecordError, match="not a readable zip"):
+        parse_etrecord(b"not a zip at all")
+    rng = random.Random(3)
+    outcomes = {"read": 0, "refused": 0}
+    for _ in range(60):
+        flipped = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+        try:
+            parse_etrecord(bytes(flipped))
+            outcomes["read"] += 1
+        except ETRecordError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0  # damaged entries fail their CRC or JSON; nothing else escapes
