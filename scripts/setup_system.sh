@@ -15,13 +15,16 @@
 #   libvulkan1, mesa-vulkan-drivers   the Vulkan loader and Mesa's lavapipe, a Vulkan 1.3 CPU device that
 #                    runs the Vulkan delegate's tests on a machine without a GPU
 #   vulkan-tools     vulkaninfo, to see which Vulkan devices a machine has
+#   chromium         headless Chromium: tests/devtools/test_report.py renders `etkit devtools report`'s HTML
+#                    and checks its console for script errors
 #   python3.11-venv  `python3.11 -m venv` when python3.11 is Debian's
 # cmake and ninja come from the Python venv (requirements-dev.txt), not from Debian.
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 PACKAGES=(build-essential dpkg-dev xz-utils patch debian-archive-keyring gpgv ca-certificates util-linux
-          clang-14 libclang-rt-14-dev glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-tools)
+          clang-14 libclang-rt-14-dev glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-tools
+          chromium)
 if [[ "$(readlink -f "$(command -v python3.11 || echo /nonexistent)")" == /usr/bin/* ]]; then
   PACKAGES+=(python3.11-venv)
 fi

@@ -136,6 +136,22 @@ def _cmd_runner_build(args) -> int:
     return 0
 
 
+def _cmd_devtools_report(args) -> int:
+    from .devtools.etdump import ETDumpError
+    from .devtools.etrecord import ETRecordError
+    from .devtools.report import write_chrome_trace, write_report
+    try:
+        rows = write_report(args.etdump, args.output, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer)
+        print(f"{args.output}: {rows} events of the last execute")
+        if args.chrome_trace:
+            count = write_chrome_trace(args.etdump, args.chrome_trace)
+            print(f"{args.chrome_trace}: {count} trace events (open in Perfetto or chrome://tracing)")
+    except (ETDumpError, ETRecordError, OSError) as exc:
+        print(f"etkit devtools report: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="etkit", description="Ahead-of-time compiler and runtime for .pte programs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -164,6 +180,16 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=None, help="parallel build jobs")
     p.add_argument("--verbose", action="store_true", help="show CMake's output")
     p.set_defaults(fn=_cmd_runner_build)
+    p = sub.add_parser("devtools", help="developer tools: reports of ETDumps")
+    devtools_sub = p.add_subparsers(dest="devtools_command", required=True)
+    p = devtools_sub.add_parser("report", help="write a self-contained HTML report (and a Chrome trace) of an ETDump")
+    p.add_argument("--etdump", required=True, help="the ETDump (Program.write_etdump_result_to_file, etkit_runner "
+                                                   "--etdump_path)")
+    p.add_argument("--etrecord", default=None, help="the program's ETRecord: op types, source lines, numeric gap")
+    p.add_argument("--debug-buffer", default=None, help="the debug buffer written with the ETDump (numeric gap)")
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.add_argument("--chrome-trace", default=None, help="also write the events as a Chrome trace (JSON)")
+    p.set_defaults(fn=_cmd_devtools_report)
     from .scaffold.cli import add_subcommand as _add_new_backend
     _add_new_backend(sub)
     from .llm.cli import add_subcommand as _add_llm
