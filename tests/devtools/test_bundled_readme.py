@@ -1,28 +1,20 @@
 """The README's "Bundled programs" example runs as written, and what it prints comes from a real check."""
 from __future__ import annotations
 
-import pathlib
-import re
-
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+from .models import readme_section
+
 
 pytest.importorskip("etkit_xnnpack")
 
 
-def _section() -> str:
-    text = README.read_text()
-    start = text.index("### Bundled programs")
-    return text[start:text.index("\n### ", start + 1)]
-
-
 def test_readme_bundled_program_example_runs(tmp_path, monkeypatch, capsys):
-    blocks = re.findall(r"```python\n(.*?)```", _section(), re.S)
+    _, blocks = readme_section("Bundled programs")
     assert len(blocks) == 1, "README's Bundled programs section should have one python example"
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "readme_example"}
-    exec(compile(blocks[0], str(README), "exec"), scope)
+    exec(compile(blocks[0], "README.md", "exec"), scope)
     assert (tmp_path / "model.bpte").read_bytes()[4:8] == b"BP08"
     printed = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in printed] == ["case 0", "case 1"]

@@ -16,25 +16,9 @@ from etkit.devtools import Inspector
 from etkit.devtools.etrecord import ETRecordError, generate_etrecord, parse_etrecord
 from etkit.runtime import Runtime
 
+from .models import ConvHeadTail as Net
+
 pytest.importorskip("etkit_xnnpack")
-
-
-class Tail(torch.nn.Module):
-    def forward(self, x):
-        return torch.cumsum(x, 1)  # no XNNPACK operator: stays on the portable kernels
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-        self.head = torch.nn.Linear(144, 5)
-        self.tail = Tail()
-
-    def forward(self, x):
-        y = self.conv(x).relu()
-        return self.tail(self.head(y.flatten(1))), y.sum()
 
 
 @pytest.fixture(scope="module")

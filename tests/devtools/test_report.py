@@ -2,7 +2,7 @@
 scripts/setup_system.sh) without script errors, its table holding one row per event of the last execute,
 the numeric gap chart drawn from an ETRecord and a debug buffer, and a Chrome trace of the same events.
 
-The program (conv + linear lowered to XNNPACK, a cumsum on portable kernels) is compared with eager on its
+The program (models.ConvHeadTail: conv + linear lowered to XNNPACK, a cumsum and a sum on portable kernels) is compared with eager on its
 inputs (|d| <= 1e-4).
 """
 from __future__ import annotations
@@ -20,18 +20,9 @@ import etkit
 from etkit.cli import main as etkit_main
 from etkit.runtime import Runtime
 
+from .models import ConvHeadTail
+
 pytest.importorskip("etkit_xnnpack")
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-        self.head = torch.nn.Linear(144, 5)
-
-    def forward(self, x):
-        return torch.cumsum(self.head(self.conv(x).relu().flatten(1)), 1)
 
 
 def _chromium() -> str:
@@ -48,7 +39,7 @@ def artifacts(tmp_path_factory):
     from etkit_xnnpack import XnnpackPartitioner
 
     directory = tmp_path_factory.mktemp("report")
-    model = Net().eval()
+    model = ConvHeadTail().eval()
     x = torch.randn(1, 3, 8, 8)
     edge = etkit.to_edge_transform_and_lower(torch.export.export(model, (x,)), partitioner=[XnnpackPartitioner()],
                                              generate_etrecord=True)
@@ -58,7 +49,8 @@ def artifacts(tmp_path_factory):
     method = loaded.load_method("forward")
     for _ in range(3):
         out = method.execute([x])
-    torch.testing.assert_close(out[0], model(x).detach(), atol=1e-4, rtol=1e-4)
+    for got, want in zip(out, model(x)):
+        torch.testing.assert_close(got, want.detach(), atol=1e-4, rtol=1e-4)
     loaded.write_etdump_result_to_file(directory / "m.etdp", directory / "m.bin")
     return directory
 
@@ -75,7 +67,7 @@ def test_report_renders_in_chromium(artifacts, capsys):
     embedded = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S).group(1))
     assert len(embedded["rows"]) == rows and embedded["gaps"], "table rows and numeric gaps are embedded"
     assert any(r["delegate"] == "XnnpackBackend" for r in embedded["rows"])
-    assert any(r["source"].startswith("test_report.py:") for r in embedded["rows"])
+    assert any(r["source"].startswith("models.py:") for r in embedded["rows"])  # the model's own line
 
     chromium = _chromium()
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
