@@ -16,7 +16,10 @@ class PreprocessResult:
 
     Attributes:
         processed_bytes: the payload handed to the backend's runtime ``init`` (stored in a segment).
-        debug_handle_map: optional map from delegate-internal ids to graph debug handles.
+        debug_handle_map: optional ``{delegate debug id (int or str): [Edge debug handles]}``: which
+            partition nodes (``node.meta["debug_handle"]``) each id the delegate logs at run time
+            (``EventTracer::log_delegate_event``) stands for; kept in the program's ``delegate_map`` and
+            ETRecord so the Inspector maps delegate events back to nodes (docs/plugins.md).
         named_data: optional ``{key: bytes}`` stored in the program's named data (e.g. weights shared between
             delegates); the runtime exposes it to the backend through its ``NamedDataMap``.
     """
