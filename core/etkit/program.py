@@ -244,7 +244,8 @@ class EdgeProgramManager:
         return manager
 
     def _keep_for_etrecord(self, exported: Optional[ExportedProgram]) -> None:
-        self._etrecord_edge = {name: copy.deepcopy(ep) for name, ep in self._programs.items()}
+        from .emit.program_builder import copy_program
+        self._etrecord_edge = {name: copy_program(ep) for name, ep in self._programs.items()}
         self._etrecord_exported = exported
 
     def _lower_method(self, name: str, partitioner: Partitioner) -> None:

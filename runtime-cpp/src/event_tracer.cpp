@@ -42,8 +42,8 @@ void EventTracer::record(ProfileEventKind kind, const char* name, const char* ba
   put(kind, name, backend, start_ns, end_ns, instruction);
 }
 
-void EventTracer::log_delegate_event(int32_t debug_id, int64_t start_ns, int64_t end_ns) {
-  ProfileEvent* e = put(ProfileEventKind::DelegateInternal, "", current_backend_, start_ns, end_ns,
+void EventTracer::log_delegate_event(int32_t debug_id, const char* label, int64_t start_ns, int64_t end_ns) {
+  ProfileEvent* e = put(ProfileEventKind::DelegateInternal, label, current_backend_, start_ns, end_ns,
                         current_instruction_);
   if (e != nullptr) e->delegate_debug_id = debug_id;
 }

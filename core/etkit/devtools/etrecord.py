@@ -24,7 +24,6 @@ node's ``metadata`` gets its ``debug_handle``, as ExecuTorch's serializer writes
 """
 from __future__ import annotations
 
-import copy
 import io
 import json
 import os
@@ -309,7 +308,9 @@ def generate_etrecord(et_record: "str | os.PathLike", edge_dialect_program, exec
         edge = kept
         exported_program = exported_program or getattr(edge_dialect_program, "_etrecord_exported", None)
     else:
-        edge = {m: copy.deepcopy(edge_dialect_program.exported_program(m)) for m in edge_dialect_program.methods}
+        from etkit.emit.program_builder import copy_program
+
+        edge = {m: copy_program(edge_dialect_program.exported_program(m)) for m in edge_dialect_program.methods}
         lowered = [m for m, ep in edge.items()
                    if any(n.op == "call_function" and "call_delegate" in str(n.target) for n in ep.graph.nodes)]
         if lowered:

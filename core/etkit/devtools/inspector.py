@@ -182,8 +182,9 @@ def _build_blocks(dump, buffer: Optional[bytes], scale: float, source: TimeScale
         for k, (event_name, instruction, delegate_id) in enumerate(signatures):
             spans = [run[0][k] for run in runs]
             is_delegated = delegate_id is not None
+            label = spans[0].delegate_debug_id_str if is_delegated else None
             events.append(Event(
-                name=str(delegate_id) if is_delegated else (event_name or ""),
+                name=(label or str(delegate_id)) if is_delegated else (event_name or ""),
                 perf_data=PerfData([(s.end_time - s.start_time) * scale for s in spans]),
                 delegate_debug_identifier=delegate_id,
                 is_delegated_op=is_delegated,

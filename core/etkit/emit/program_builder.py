@@ -33,6 +33,13 @@ def _sync_signature_names(ep) -> None:
             spec.arg.name = node.name
 
 
+def copy_program(ep):
+    """A deep copy of ``ep`` whose signature names its (possibly renamed) nodes."""
+    ep = copy.deepcopy(ep)
+    _sync_signature_names(ep)
+    return ep
+
+
 def build_program(programs: dict, config, constant_methods: Optional[dict] = None,
                   debug_info: Optional[dict] = None) -> tuple:
     """Emit ``{method name: lowered Edge ExportedProgram}``; returns ``(PteContents, {method: MemoryPlan})``.

@@ -63,6 +63,36 @@ def test_profiling_reports_each_dispatch_inside_the_delegate_call():
     assert method.profiling_events() == []
 
 
+def test_etdump_maps_each_dispatch_to_its_edge_node(tmp_path):
+    """In an ETDump each node's dispatch carries the node's debug handle as its delegate debug id (and the
+    shader label); the payload's debug_handle_map and the ETRecord let the Inspector name the Edge op of
+    every dispatch (seed page "Debugging Delegation")."""
+    from etkit.devtools import Inspector
+    from etkit_vulkan import VulkanPartitioner
+    from vulkan_helpers import require_vulkan
+
+    require_vulkan()
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(8 * 6 * 6, 4)).eval()
+    x = torch.randn(1, 3, 8, 8)
+    edge = etkit.to_edge_transform_and_lower(torch.export.export(model, (x,)), partitioner=[VulkanPartitioner()],
+                                             generate_etrecord=True)
+    program = edge.to_executorch()
+    program.get_etrecord().save(tmp_path / "m.etrecord")
+    loaded = Runtime.get().load_program(program.buffer, enable_etdump=True)
+    (out,) = loaded.load_method("forward").execute([x])
+    assert_close([out], model(x).detach(), FP32_TOL, "conv + linear")
+    loaded.write_etdump_result_to_file(tmp_path / "m.etdp")
+    events = Inspector(etdump_path=tmp_path / "m.etdp", etrecord=tmp_path / "m.etrecord").event_blocks[-1].events
+    dispatches = [e for e in events if e.is_delegated_op and isinstance(e.delegate_debug_identifier, int)]
+    by_shader = {e.name.split("/")[0]: e for e in dispatches}
+    assert "aten.convolution.default" in by_shader["conv2d_tiled_f32"].op_types, by_shader
+    assert any("linear" in t or "addmm" in t for t in by_shader["linear_f32"].op_types), by_shader
+    assert all(e.delegate_backend_name == "VulkanBackend" for e in dispatches)
+    staging = [e for e in events if e.is_delegated_op and not isinstance(e.delegate_debug_identifier, int)]
+    assert staging and all(not e.op_types for e in staging)  # host staging belongs to no node
+
+
 # ------------------------------------------------------------------------------------------ bad input
 def _program_with_payload(mutate) -> bytes:
     """A .pte whose Vulkan payload went through ``mutate(bytes) -> bytes`` at preprocess time."""

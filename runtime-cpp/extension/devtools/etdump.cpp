@@ -35,13 +35,14 @@ flatbuffers::Offset<efb::Event> profile(Builder& b, const char* name, int32_t ch
 
 flatbuffers::Offset<efb::Event> delegate_event(Builder& b, const ProfileEvent& e) {
   flatbuffers::Offset<flatbuffers::String> id_str;
-  if (e.delegate_debug_id < 0) id_str = b.CreateString(e.name);
+  const bool has_str = e.delegate_debug_id < 0 || e.name[0] != '\0';  // an integer id may carry a label too
+  if (has_str) id_str = b.CreateString(e.name);
   auto metadata = b.CreateVector(static_cast<const uint8_t*>(nullptr), 0);
   efb::ProfileEventBuilder pb(b);
   pb.add_chain_index(0);
   pb.add_instruction_id(e.instruction);
   pb.add_delegate_debug_id_int(e.delegate_debug_id);
-  if (e.delegate_debug_id < 0) pb.add_delegate_debug_id_str(id_str);
+  if (has_str) pb.add_delegate_debug_id_str(id_str);
   pb.add_delegate_debug_metadata(metadata);
   pb.add_start_time(static_cast<uint64_t>(e.start_ns));
   pb.add_end_time(static_cast<uint64_t>(e.end_ns));

@@ -1122,7 +1122,7 @@ bool Graph::record(std::string* error) {
     const Dispatch& d = dispatches_[order[i]];
     if (d.grid[0] == 0 || d.grid[1] == 0 || d.grid[2] == 0) continue;  // an empty tensor: nothing to compute
     const uint32_t q = static_cast<uint32_t>(2 * timings_.size());
-    timings_.push_back({d.label.c_str(), 0, 0});
+    timings_.push_back({d.label.c_str(), d.node >= 0 ? static_cast<int32_t>(nodes_[d.node].node_id) : -1, 0, 0});
     if (queries_ != VK_NULL_HANDLE) f.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, q);
     f.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline->pipeline);
     f.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, d.bindings->layout, 0, 1, &d.set, 0, nullptr);

@@ -104,6 +104,7 @@ struct Node {
 /// Timing of one dispatch from the last execute, on the device's clock.
 struct DispatchTiming {
   const char* label;
+  int32_t node_id;      // the payload node's debug handle, or -1 for staging dispatches
   uint64_t start_ns;
   uint64_t end_ns;
 };

@@ -37,8 +37,15 @@ void log_events(const Graph& g, etkit::runtime::EventTracer& tracer) {
   const auto& timings = g.timings();
   const int64_t first = timings.empty() ? 0 : static_cast<int64_t>(timings.front().start_ns);
   for (const DispatchTiming& t : timings) {
-    tracer.log_delegate_event(t.label, submit + static_cast<int64_t>(t.start_ns) - first,
-                              submit + static_cast<int64_t>(t.end_ns) - first);
+    const int64_t start = submit + static_cast<int64_t>(t.start_ns) - first;
+    const int64_t end = submit + static_cast<int64_t>(t.end_ns) - first;
+    // A node's dispatch carries the node's debug handle as its integer id (preprocess's debug_handle_map
+    // maps it to the Edge node) and the shader label beside it.
+    if (t.node_id >= 0) {
+      tracer.log_delegate_event(t.node_id, t.label, start, end);
+    } else {
+      tracer.log_delegate_event(t.label, start, end);
+    }
   }
   const int64_t done = submit + static_cast<int64_t>(g.last_device_ns);
   tracer.log_delegate_event("vulkan: read outputs (host)", done, done + static_cast<int64_t>(g.last_host_out_ns));

@@ -96,8 +96,12 @@ class EventTracer final {
     record(ProfileEventKind::DelegateInternal, name, current_backend_, start_ns, end_ns, current_instruction_);
   }
   /// The same with an integer delegate debug id (ETDump's delegate_debug_id_int), the key of the
-  /// delegate's debug handle map.
-  void log_delegate_event(int32_t debug_id, int64_t start_ns, int64_t end_ns);
+  /// delegate's debug handle map (PreprocessResult.debug_handle_map), and optionally a label kept beside
+  /// it (delegate_debug_id_str; ExecuTorch's Inspector then names the event by the integer).
+  void log_delegate_event(int32_t debug_id, int64_t start_ns, int64_t end_ns) {
+    log_delegate_event(debug_id, "", start_ns, end_ns);
+  }
+  void log_delegate_event(int32_t debug_id, const char* label, int64_t start_ns, int64_t end_ns);
 
   /// Debug values: tensors are copied into `buffer` (64-byte aligned, never past its end); `level` says
   /// which values are logged. An empty buffer logs tensors' shapes only (offset -1).

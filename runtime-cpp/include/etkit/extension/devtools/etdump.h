@@ -13,8 +13,8 @@
 //   - "Program::load_method" and "Method::execute" (chain_index -1, instruction_id 0),
 //   - per kernel call "native_call_<op>" and "OPERATOR_CALL" (chain_index 0, instruction_id = the
 //     instruction's index in the plan), per delegate call "DELEGATE_CALL",
-//   - what delegates logged, with their delegate_debug_id_str (e.g. the name of the backend's operator) or
-//     delegate_debug_id_int,
+//   - what delegates logged, with their delegate_debug_id_str (e.g. the name of the backend's operator),
+//     delegate_debug_id_int, or both (an integer id and its label),
 //   - DebugEvents: intermediate outputs (a kernel's last argument, a delegate call's tensor arguments)
 //     and the method outputs (Value.output = true), whose tensor bytes are at Tensor.offset in the
 //     debug buffer; offset -1 when the buffer had no room.
