@@ -71,14 +71,8 @@ void EventTracer::fill_tensor(DebugValue& v, const Tensor& t) {
 
 void EventTracer::log_value(const EValue& value, int32_t instruction, bool is_output) {
   if (!(value.is_tensor() || value.is_int() || value.is_double() || value.is_bool())) return;
-  ProfileEvent* e = next_event();
+  ProfileEvent* e = put(ProfileEventKind::Debug, "", "", 0, 0, instruction);
   if (e == nullptr) return;
-  e->name[0] = '\0';
-  e->backend[0] = '\0';
-  e->start_ns = e->end_ns = 0;
-  e->instruction = instruction;
-  e->delegate_debug_id = -1;
-  e->kind = ProfileEventKind::Debug;
   DebugValue& v = e->value;
   v = DebugValue{};
   v.offset = -1;

@@ -280,14 +280,15 @@ class ETRecord:
 
 
 def _live_node_table(ep: ExportedProgram) -> dict:
+    """:func:`node_table` of a program in memory (an operator's str() is "aten.convolution.default", as the
+    serialized target reads once its "torch.ops." prefix is dropped)."""
     table = {}
     for node in ep.graph.nodes:
         handle = node.meta.get("debug_handle")
         if node.op == "call_function" and isinstance(handle, int):
             stack = node.meta.get("nn_module_stack")
-            target = getattr(node.target, "__name__", str(node.target))
-            if hasattr(node.target, "_schema"):
-                target = str(node.target).replace("aten::", "aten.").replace("::", ".")
+            target = str(node.target) if hasattr(node.target, "_schema") else getattr(node.target, "__name__",
+                                                                                      str(node.target))
             table.setdefault(handle, NodeInfo(node.name, target, node.meta.get("stack_trace"),
                                               {k: tuple(v) for k, v in stack.items()} if stack else None))
     return table

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import statistics
 import sys
 import warnings
@@ -156,8 +157,9 @@ def _build_blocks(dump, buffer: Optional[bytes], scale: float, source: TimeScale
     groups: dict = {}  # (run name, signatures) -> [per-run (profile events, debug values by instruction, outputs)]
     dropped = 0
     for run in dump.run_data:
-        if run.name.startswith("etkit: ") and "dropped" in run.name:
-            dropped += int(run.name.split()[1]) if run.name.split()[1].isdigit() else 0
+        marker = re.fullmatch(r"etkit: (\d+) events dropped.*", run.name)
+        if marker:  # the runtime's count of events that did not fit (extension/devtools/etdump.h)
+            dropped += int(marker.group(1))
             continue
         profile = [e for e in run.events if isinstance(e, ProfileEvent)]
         debug_by_instruction: dict = {}

@@ -604,8 +604,8 @@ class Runtime:
 
         With ``enable_etdump=True`` (ExecuTorch 1.5.1's argument), every method loaded from the program
         records profiling events into one ETDump, written by
-        :meth:`Program.write_etdump_result_to_file`: room for ``etdump_capacity`` events (about 300
-        bytes each) and a debug buffer of ``debug_buffer_size`` bytes are allocated now, and nothing is
+        :meth:`Program.write_etdump_result_to_file`: room for ``etdump_capacity`` events (one
+        ``ProfileEvent`` each) and a debug buffer of ``debug_buffer_size`` bytes are allocated now, and nothing is
         allocated while methods execute. ``debug_level`` (default: ``IntermediateOutputs`` when
         ``debug_buffer_size > 0``, else ``NoLogging``) says which tensors are copied into the buffer.
         The methods of one such program must not execute concurrently.

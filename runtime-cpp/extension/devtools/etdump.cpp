@@ -20,30 +20,25 @@ namespace {
 
 using Builder = flatbuffers::FlatBufferBuilder;
 
+/// A ProfileEvent table. `name` null: an event a delegate logged, named by its delegate debug id(s) (an
+/// integer id may carry a label beside it), with the empty metadata vector ExecuTorch writes.
 flatbuffers::Offset<efb::Event> profile(Builder& b, const char* name, int32_t chain, int32_t instruction,
                                         const ProfileEvent& e) {
-  auto n = b.CreateString(name);
+  const bool delegate = name == nullptr;
+  const bool has_str = delegate && (e.delegate_debug_id < 0 || e.name[0] != '\0');
+  auto n = delegate ? flatbuffers::Offset<flatbuffers::String>() : b.CreateString(name);
+  auto id_str = has_str ? b.CreateString(e.name) : flatbuffers::Offset<flatbuffers::String>();
+  auto metadata = delegate ? b.CreateVector(static_cast<const uint8_t*>(nullptr), 0)
+                           : flatbuffers::Offset<flatbuffers::Vector<uint8_t>>();
   efb::ProfileEventBuilder pb(b);
-  pb.add_name(n);
+  if (!delegate) pb.add_name(n);
   pb.add_chain_index(chain);
   pb.add_instruction_id(instruction);
-  pb.add_start_time(static_cast<uint64_t>(e.start_ns));
-  pb.add_end_time(static_cast<uint64_t>(e.end_ns));
-  auto p = pb.Finish();
-  return efb::CreateEvent(b, p);
-}
-
-flatbuffers::Offset<efb::Event> delegate_event(Builder& b, const ProfileEvent& e) {
-  flatbuffers::Offset<flatbuffers::String> id_str;
-  const bool has_str = e.delegate_debug_id < 0 || e.name[0] != '\0';  // an integer id may carry a label too
-  if (has_str) id_str = b.CreateString(e.name);
-  auto metadata = b.CreateVector(static_cast<const uint8_t*>(nullptr), 0);
-  efb::ProfileEventBuilder pb(b);
-  pb.add_chain_index(0);
-  pb.add_instruction_id(e.instruction);
-  pb.add_delegate_debug_id_int(e.delegate_debug_id);
-  if (has_str) pb.add_delegate_debug_id_str(id_str);
-  pb.add_delegate_debug_metadata(metadata);
+  if (delegate) {
+    pb.add_delegate_debug_id_int(e.delegate_debug_id);
+    if (has_str) pb.add_delegate_debug_id_str(id_str);
+    pb.add_delegate_debug_metadata(metadata);
+  }
   pb.add_start_time(static_cast<uint64_t>(e.start_ns));
   pb.add_end_time(static_cast<uint64_t>(e.end_ns));
   auto p = pb.Finish();
@@ -196,7 +191,7 @@ std::vector<uint8_t> serialize(const EventTracer& tracer) {
         events.push_back(profile(b, "DELEGATE_CALL", 0, e.instruction, e));
         break;
       case ProfileEventKind::DelegateInternal:
-        events.push_back(delegate_event(b, e));
+        events.push_back(profile(b, nullptr, 0, e.instruction, e));
         break;
       case ProfileEventKind::Debug:
         events.push_back(debug_event(b, e));

@@ -50,7 +50,7 @@ std::vector<uint8_t> serialize(const EventTracer& tracer);
 /// the methods it traces must not execute at the same time.
 class ETDumpGen final {
  public:
-  /// Storage for `event_capacity` events (a ProfileEvent each, about 300 bytes) is allocated here.
+  /// Storage for `event_capacity` events (sizeof(ProfileEvent) bytes each) is allocated here.
   explicit ETDumpGen(size_t event_capacity = 8192);
   ETDumpGen(const ETDumpGen&) = delete;
   ETDumpGen& operator=(const ETDumpGen&) = delete;
