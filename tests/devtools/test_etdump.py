@@ -178,9 +178,11 @@ def mobilenet_pte(tmp_path_factory):
     model = torchvision.models.mobilenet_v2(weights=None).eval()
     x = torch.randn(1, 3, 224, 224)
     ep = torch.export.export(model, (x,))
-    program = etkit.to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    program = etkit.to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()],
+                                                generate_etrecord=True).to_executorch()
     path = tmp_path_factory.mktemp("mv2") / "mobilenet_v2.pte"
     path.write_bytes(program.buffer)
+    program.get_etrecord().save(path.with_suffix(".etrecord"))
     return path, model, x
 
 
@@ -202,6 +204,19 @@ def test_xnnpack_logs_one_event_per_operator(mobilenet_pte, tmp_path):
     for run in (1, 2):
         inside = sum(e.perf_data.raw[run] for e in delegated)
         assert 0.9 * call.perf_data.raw[run] <= inside <= call.perf_data.raw[run], (run, inside, call.perf_data.raw)
+
+    # With the ETRecord, each operator names the Edge ops its XNode computes (the delegate's debug id is the
+    # XNode index, XnnpackBackend's debug_handle_map the rest): a convolution row lists the convolution and
+    # the batch norm folded into it, an add row the add.
+    mapped = [e for e in Inspector(etdump_path=tmp_path / "mv2.etdp", etrecord=pte.with_suffix(".etrecord"))
+              .event_blocks[-1].events if e.is_delegated_op]
+    assert [e.name for e in mapped] == [e.name for e in delegated]
+    assert all(isinstance(e.delegate_debug_identifier, int) and e.debug_handles for e in mapped)
+    convs = [e for e in mapped if e.name.startswith("Convolution")]
+    assert len(convs) == 52 and all("aten.convolution.default" in e.op_types for e in convs)
+    assert all("aten._native_batch_norm_legit_no_training.default" in e.op_types for e in convs)
+    adds = [e for e in mapped if e.name.startswith("Binary Elementwise")]
+    assert len(adds) == 10 and all(e.op_types == ["aten.add.Tensor"] for e in adds)
 
 
 def test_runner_writes_etdump(etkit_runner, small_pte, tmp_path):

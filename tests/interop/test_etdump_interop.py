@@ -24,9 +24,15 @@ pytestmark = pytest.mark.oracle
 SCRIPT = Path(__file__).parent / "oracle_scripts" / "et_etdump.py"
 
 
+def _et_name(event) -> str:
+    """The name ExecuTorch's Inspector gives an event: a delegate event with an integer debug id is named by
+    the integer; etkit's Inspector names it by the delegate's label ("Convolution (NHWC, F32) IGEMM #1")."""
+    return str(event.delegate_debug_identifier) if isinstance(event.delegate_debug_identifier, int) else event.name
+
+
 def _view(inspector) -> dict:
     return {"blocks": [{"name": b.name,
-                        "events": [{"name": e.name, "raw": list(e.perf_data.raw) if e.perf_data else None,
+                        "events": [{"name": _et_name(e), "raw": list(e.perf_data.raw) if e.perf_data else None,
                                     "is_delegated_op": bool(e.is_delegated_op), "op_types": list(e.op_types),
                                     "delegate_backend_name": e.delegate_backend_name} for e in b.events]}
                        for b in inspector.event_blocks]}
@@ -117,3 +123,10 @@ def test_etrecords_both_ways(exchanged):
             assert (a["delegate_backend_name"] or None) == (b["delegate_backend_name"] or None), a["name"]
         (call,) = [e for e in execute_mine if e["name"] == "DELEGATE_CALL"]
         assert call["delegate_backend_name"] == "XnnpackBackend" and call["op_types"]
+    # Inside the delegate: every XNNPACK operator of etkit's run maps to Edge ops on both sides (its XNode's
+    # entry in the debug handle map): MobileNetV2's 52 convolutions, and the input's NCHW -> NHWC transpose,
+    # which goes to the convolution that needs it.
+    for view in (ours, theirs):
+        inside = [e for e in [b for b in view["blocks"] if b["name"] == "Execute"][0]["events"] if e["is_delegated_op"]]
+        assert len(inside) >= 60 and all(e["op_types"] for e in inside)
+        assert sum("convolution.default" in map(_short, e["op_types"]) for e in inside) == 52 + 1

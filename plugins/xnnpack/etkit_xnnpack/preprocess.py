@@ -79,21 +79,20 @@ class XnnpackBackend(BackendDetails):
                 its upper bound; the delegate reshapes XNNPACK's runtime to the actual sizes.
             compile_specs: unused for now.
         Returns:
-            ``PreprocessResult(processed_bytes=payload)``.
+            ``PreprocessResult(processed_bytes=payload, debug_handle_map=..., named_data=...)``; the map is
+            ``{XNode index: Edge debug handles}`` (:func:`xnode_debug_handles`).
         Raises:
             LoweringError: naming the node and op that cannot be expressed (the partitioner should not
                 have tagged it).
         """
-        payload, named_data = build_payload(edge_program)
-        return PreprocessResult(processed_bytes=payload, debug_handle_map={}, named_data=named_data)
+        payload, named_data, debug_handle_map = build_payload(edge_program)
+        return PreprocessResult(processed_bytes=payload, debug_handle_map=debug_handle_map, named_data=named_data)
 
 
-def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
-    """The payload bytes for ``ep`` and the named data its constants live in (see
-    :class:`XnnpackBackend.preprocess`)."""
-    from .operators import LOWERINGS, LoweringContext, LoweringError
-    from .operators.context import node_desc
-    from .operators.dynamic_shapes import reads_held_values
+def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes], dict]:
+    """The payload bytes for ``ep``, the named data its constants live in and the debug handle map (see
+    :class:`XnnpackBackend.preprocess` and :func:`xnode_debug_handles`)."""
+    from .operators import LoweringContext, LoweringError
     from .operators.fusion import float_activation_fusions
     from .operators.quant import QuantPlan
     from .serialization.graph_builder import FP16, XnnGraphBuilder
@@ -122,28 +121,16 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     ctx.stored_shapes = _plan_dynamic_reshapes(graph, ctx)
 
     output_node = None
+    emitted: dict = {}  # Edge node -> the indices of the XNodes its lowering wrote
     for node in graph.nodes:
         if node.op == "output":
             output_node = node
             continue
         if node.op != "call_function":
             continue
-        if ctx.constant(node) is not None:
-            continue  # folded at preprocess time; materialized where used
-        lowering = LOWERINGS.get(node.target)
-        if lowering is None:
-            raise LoweringError(f"{node_desc(node)} has no XNNPACK lowering; it should not have been partitioned "
-                                f"to XnnpackBackend")
-        ctx.debug_handle = int(node.meta.get("debug_handle", 0) or 0)
-        fused_into = ctx.quant_plan.fused.get(node) or float_fused.get(node)
-        if fused_into is not None:
-            ctx.alias(node, fused_into)  # activation applied as the int8 op's output clamp
-            continue
-        ctx.quant_mode = ctx.quant_plan.is_quantized(node)
-        ctx.reads_held = reads_held_values(node.target)
-        lowering(ctx, node)
-        ctx.quant_mode = False
-        ctx.reads_held = False
+        start = len(builder.nodes)
+        _lower_node(ctx, node, float_fused)
+        emitted[node] = range(start, len(builder.nodes))
 
     outputs = output_node.args[0] if output_node is not None else []
     if not isinstance(outputs, (list, tuple)):
@@ -159,7 +146,60 @@ def build_payload(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
             ctx.unary("XNNCopy", vid, copy)
             vid = copy
         builder.mark_external(vid, is_input=False)
-    return builder.to_payload(), builder.named_data
+    return builder.to_payload(), builder.named_data, xnode_debug_handles(builder.nodes, ctx, emitted)
+
+
+def _lower_node(ctx, node: torch.fx.Node, float_fused: dict) -> None:
+    """Write the XNodes of one Edge node (none when it is folded into another node or a constant)."""
+    from .operators import LOWERINGS, LoweringError
+    from .operators.context import node_desc
+    from .operators.dynamic_shapes import reads_held_values
+
+    if ctx.constant(node) is not None:
+        return  # folded at preprocess time; materialized where used
+    lowering = LOWERINGS.get(node.target)
+    if lowering is None:
+        raise LoweringError(f"{node_desc(node)} has no XNNPACK lowering; it should not have been partitioned "
+                            f"to XnnpackBackend")
+    ctx.debug_handle = int(node.meta.get("debug_handle", 0) or 0)
+    fused_into = ctx.quant_plan.fused.get(node) or float_fused.get(node)
+    if fused_into is not None:
+        ctx.alias(node, fused_into)  # activation applied as the int8 op's output clamp
+        return
+    ctx.quant_mode = ctx.quant_plan.is_quantized(node)
+    ctx.reads_held = reads_held_values(node.target)
+    lowering(ctx, node)
+    ctx.quant_mode = False
+    ctx.reads_held = False
+
+
+_OUTPUT_FIELDS = ("outputId", "outputValueId", "outputIndexId")
+
+
+def xnode_debug_handles(xnodes: list, ctx, emitted: dict) -> dict:
+    """The payload's ``debug_handle_map``: ``{XNode index: (debug handles of the Edge nodes it computes)}``.
+
+    The delegate logs each XNNPACK operator's time with the index of the XNode it runs as delegate debug
+    id (ExecuTorch's ``DelegateMappingBuilder`` with integer ids), so the Inspector names the Edge ops.
+    An XNode maps to the node whose lowering wrote it (transposes and copies a consumer needs go to that
+    consumer); a node folded into another's output (a fused activation, a folded batch norm, a getitem)
+    joins the XNode that produces the value it denotes. Constants folded at preprocess time map nowhere.
+    """
+    producer = {}
+    for k, xnode in enumerate(xnodes):
+        for name in _OUTPUT_FIELDS:
+            vid = getattr(xnode.xnodeUnion, name, None)
+            if vid is not None:
+                producer[vid] = k
+    handles: dict = {}
+    for node, span in emitted.items():
+        handle = node.meta.get("debug_handle")
+        if not isinstance(handle, int) or handle <= 0:
+            continue
+        targets = list(span) or sorted({producer[v] for v in ctx.value_ids(node) if v in producer})
+        for k in targets:
+            handles.setdefault(k, []).append(handle)
+    return {k: tuple(sorted(set(v))) for k, v in sorted(handles.items())}
 
 
 def _plan_dynamic_reshapes(graph: torch.fx.Graph, ctx) -> dict:

@@ -245,6 +245,10 @@ class LoweringContext:
         self._ids.setdefault(node, {})[layout] = vid
         self._primary.setdefault(node, layout)
 
+    def value_ids(self, node: torch.fx.Node) -> list:
+        """The value ids ``node`` is held in so far (one per layout); empty when it has none."""
+        return list(self._ids.get(node, {}).values())
+
     def alias(self, node: torch.fx.Node, source: torch.fx.Node) -> None:
         """Let ``node`` denote the very same values as ``source`` (getitem, folded batch norm)."""
         self._ids[node] = self._ids[source]

@@ -12,6 +12,7 @@
 #include "graph_nodes.h"
 #include "graph_values.h"
 #include "payload.h"
+#include "xnn_internals.h"
 #include "xnn_types.h"
 
 namespace etkit_xnnpack {
@@ -86,9 +87,11 @@ xnn_status create_xnn_runtime(xnn_subgraph_t subgraph, xnn_weights_cache_t cache
 }
 
 /// The runtime's operators' names for profiling events, as ExecuTorch's XNNPACK delegate labels them:
-/// XNNPACK's name plus " #<k>" for the k-th operator of that name. Leaves them empty (no per-operator
-/// events) if XNNPACK does not report them.
-void load_operator_names(DelegateState& state) {
+/// XNNPACK's name plus " #<k>" for the k-th operator of that name, and each operator's delegate debug id:
+/// the index of the payload XNode it runs (`xnode_of_node`: subgraph node -> XNode), the key of
+/// preprocess's debug_handle_map; -1 where unknown (a node XNNPACK added while optimizing). Leaves the
+/// names empty (no per-operator events) if XNNPACK does not report them.
+void load_operator_names(DelegateState& state, const std::vector<uint32_t>& xnode_of_node) {
   size_t count = 0, needed = 0;
   if (xnn_get_runtime_profiling_info(state.runtime, xnn_profile_info_num_operators, sizeof(count), &count,
                                      &needed) != xnn_status_success || count == 0) {
@@ -111,9 +114,18 @@ void load_operator_names(DelegateState& state) {
   if (names.size() != count) return;
   state.operator_names = std::move(names);
   state.operator_times_us.assign(count, 0);
+  state.operator_xnodes.assign(count, -1);
+  std::vector<uint32_t> nodes(count);
+  if (xnode_of_node.empty() || etkit_xnn_runtime_operator_nodes(state.runtime, nodes.data(), count) != count) {
+    return;  // names only: the operators cannot be matched to nodes
+  }
+  for (size_t k = 0; k < count; ++k) {
+    if (nodes[k] < xnode_of_node.size()) state.operator_xnodes[k] = static_cast<int32_t>(xnode_of_node[nodes[k]]);
+  }
 }
 
-Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, DelegateState& state) {
+Error create_runtime(xnn_subgraph_t subgraph, const std::vector<uint32_t>& xnode_of_node,
+                     const RuntimeOptions& options, DelegateState& state) {
   if (options.workspace_key != nullptr) {
     ETKIT_TRY(state.workspace, method_workspace(options.workspace_key));
   }
@@ -144,7 +156,7 @@ Error create_runtime(xnn_subgraph_t subgraph, const RuntimeOptions& options, Del
     status = create_xnn_runtime(subgraph, cache, state, /*flags=*/0);
   }
   if (status != xnn_status_success) return internal("xnn_create_runtime", status);
-  load_operator_names(state);
+  load_operator_names(state, xnode_of_node);
   // Weights are packed while the runtime is created; afterwards the cache only resolves offsets
   // (a soft-finalized private cache stays readable for later reshapes without growing).
   if (state.shared_weights != nullptr) {
@@ -214,8 +226,9 @@ Result<DelegateState*> build_delegate(FreeableBuffer* processed, const NamedData
   ValueTable values;
   ETKIT_CHECK_OK(define_values(subgraph.get(), payload, named_data_map, *state, values));
   std::unordered_set<uint32_t> read_at_run_time;
-  ETKIT_CHECK_OK(define_nodes(subgraph.get(), payload.graph, values, &read_at_run_time));
-  ETKIT_CHECK_OK(create_runtime(subgraph.get(), options, *state));
+  std::vector<uint32_t> xnode_of_node;
+  ETKIT_CHECK_OK(define_nodes(subgraph.get(), payload.graph, values, &read_at_run_time, &xnode_of_node));
+  ETKIT_CHECK_OK(create_runtime(subgraph.get(), xnode_of_node, options, *state));
   subgraph.reset();
   release_packed_constants(*state, values, read_at_run_time);
   if (!state->payload_pinned) state->payload.Free();  // XNNPACK holds no pointer into it

@@ -227,7 +227,9 @@ void widen_int32_outputs(DelegateState& state, Span<EValue*> args) {
 }
 
 /// One event per XNNPACK operator of the last invoke, laid end to end from `start_ns` (XNNPACK reports
-/// each operator's time in whole microseconds, as ExecuTorch's XNNPACK delegate logs them).
+/// each operator's time in whole microseconds, as ExecuTorch's XNNPACK delegate logs them). An event
+/// carries its XNode index as delegate debug id (the Inspector maps it through the debug_handle_map to
+/// Edge nodes) and XNNPACK's operator name as label.
 void log_operator_events(DelegateState& state, EventTracer& tracer, int64_t start_ns) {
   if (state.operator_names.empty()) return;
   size_t needed = 0;
@@ -239,7 +241,11 @@ void log_operator_events(DelegateState& state, EventTracer& tracer, int64_t star
   int64_t t = start_ns;
   for (size_t i = 0; i < state.operator_names.size(); ++i) {
     const int64_t end = t + static_cast<int64_t>(state.operator_times_us[i]) * 1000;
-    tracer.log_delegate_event(state.operator_names[i].c_str(), t, end);
+    if (state.operator_xnodes[i] >= 0) {
+      tracer.log_delegate_event(state.operator_xnodes[i], state.operator_names[i].c_str(), t, end);
+    } else {
+      tracer.log_delegate_event(state.operator_names[i].c_str(), t, end);
+    }
     t = end;
   }
 }

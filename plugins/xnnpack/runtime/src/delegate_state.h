@@ -59,8 +59,10 @@ class DelegateState {
   std::vector<std::unique_ptr<uint8_t[]>> owned_constants;  // copies of small constants
 
   // Per-operator profiling (the runtime is created with XNN_FLAG_BASIC_PROFILING): the operators' labels
-  // ("Convolution (NHWC, F32) IGEMM #1") and room for their times, both sized at init.
+  // ("Convolution (NHWC, F32) IGEMM #1"), the payload XNode each runs (its delegate debug id; -1 when
+  // unknown) and room for their times, all sized at init.
   std::vector<std::string> operator_names;
+  std::vector<int32_t> operator_xnodes;
   std::vector<uint64_t> operator_times_us;
 };
 

@@ -1,6 +1,7 @@
 #include "graph_nodes.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdarg>
 #include <cstdio>
 #include <initializer_list>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "etkit/runtime/program.h"  // effective_memory_limit
+#include "xnn_internals.h"
 #include "xnn_types.h"
 
 namespace etkit_xnnpack {
@@ -709,8 +711,10 @@ const NodeKind* find_kind(U type) {
 }  // namespace
 
 Error define_nodes(xnn_subgraph_t subgraph, const fb::XNNGraph* graph, const ValueTable& values,
-                   std::unordered_set<uint32_t>* read_at_run_time) {
+                   std::unordered_set<uint32_t>* read_at_run_time, std::vector<uint32_t>* xnode_of_node) {
   const auto* xnodes = graph->xnodes();
+  xnode_of_node->clear();
+  bool counted = etkit_xnn_subgraph_num_nodes(subgraph) == 0;
   std::unordered_set<uint32_t> written, read;
   std::vector<std::vector<uint32_t>> outputs(xnodes->size());
   for (uint32_t i = 0; i < xnodes->size(); ++i) {
@@ -724,7 +728,11 @@ Error define_nodes(xnn_subgraph_t subgraph, const fb::XNNGraph* graph, const Val
                       static_cast<int>(node->xnode_union_type()));
     }
     ETKIT_CHECK_OK(kind->define(ctx, *kind));
+    const size_t num_nodes = etkit_xnn_subgraph_num_nodes(subgraph);
+    counted = counted && num_nodes != SIZE_MAX && num_nodes >= xnode_of_node->size();
+    if (counted) xnode_of_node->resize(num_nodes, i);
   }
+  if (!counted) xnode_of_node->clear();
   // A node whose outputs nobody reads and the caller does not bind: XNNPACK's optimizer deletes it but keeps
   // counting it as its inputs' consumer, then aborts the process. Such a graph is refused here.
   for (uint32_t i = 0; i < xnodes->size(); ++i) {

@@ -2,7 +2,9 @@
 // table from the XNodeUnion member to its function (graph_nodes.cpp).
 #pragma once
 
+#include <cstdint>
 #include <unordered_set>
+#include <vector>
 
 #include <xnnpack.h>
 
@@ -19,7 +21,10 @@ namespace etkit_xnnpack {
 /// definition for. `read_at_run_time` receives the serialized ids of the static values a node reads
 /// when the runtime runs (every static operand except the filters and biases XNNPACK packs while the
 /// runtime is created: fully connected, convolution, depthwise and transposed convolution).
+/// `xnode_of_node` receives, for each XNNPACK subgraph node, the index of the XNode that defined it
+/// (left empty when XNNPACK's node count cannot be read, see xnn_internals.h).
 etkit::runtime::Error define_nodes(xnn_subgraph_t subgraph, const etkit_xnnpack::fb::XNNGraph* graph,
-                                   const ValueTable& values, std::unordered_set<uint32_t>* read_at_run_time);
+                                   const ValueTable& values, std::unordered_set<uint32_t>* read_at_run_time,
+                                   std::vector<uint32_t>* xnode_of_node);
 
 }  // namespace etkit_xnnpack
