@@ -102,7 +102,7 @@ class MethodState {
   Error parse_tensor(size_t index, const fb::Tensor* t);
   Error check_values();
   Error resolve_operators();
-  Error init_delegates(const NamedDataMap* named);
+  Error init_delegates(const NamedDataMap* named, EventTracer* event_tracer);
   Error parse_instructions();
   Error execute();
 };
@@ -432,7 +432,7 @@ Error MethodState::resolve_operators() {
   return Error::Ok;
 }
 
-Error MethodState::init_delegates(const NamedDataMap* named) {
+Error MethodState::init_delegates(const NamedDataMap* named, EventTracer* event_tracer) {
   const auto* fdelegates = plan->delegates();
   size_t n = fdelegates == nullptr ? 0 : fdelegates->size();
   delegates.assign(n, Delegate());
@@ -481,7 +481,7 @@ Error MethodState::init_delegates(const NamedDataMap* named) {
       cspecs[j].value.buffer = (s != nullptr && s->value() != nullptr) ? s->value()->data() : nullptr;
       cspecs[j].value.nbytes = (s != nullptr && s->value() != nullptr) ? s->value()->size() : 0;
     }
-    BackendInitContext ctx(&alloc, named, name);
+    BackendInitContext ctx(&alloc, named, name, event_tracer);
     clear_error_message();
     Result<DelegateHandle*> handle = backend->init(ctx, &processed, Span<const CompileSpec>(cspecs, num_specs));
     if (!handle.ok()) {
@@ -746,7 +746,7 @@ bool is_fallback_method_name(const char* name) {
 
 Result<Method> Program::load_method(const char* method_name, EventTracer* event_tracer) const {
   const int64_t t0 = event_tracer != nullptr ? EventTracer::now_ns() : 0;
-  Result<Method> method = load_method_or_fallback(method_name);
+  Result<Method> method = load_method_or_fallback(method_name, event_tracer);
   if (event_tracer != nullptr && method.ok()) {
     const int64_t t1 = EventTracer::now_ns();
     event_tracer->record(ProfileEventKind::Block, "Default", "", t0, t0, -1);
@@ -756,15 +756,15 @@ Result<Method> Program::load_method(const char* method_name, EventTracer* event_
   return method;
 }
 
-Result<Method> Program::load_method_or_fallback(const char* method_name) const {
+Result<Method> Program::load_method_or_fallback(const char* method_name, EventTracer* event_tracer) const {
   t_backend_missing = false;
-  Result<Method> primary = load_plan(method_name);
+  Result<Method> primary = load_plan(method_name, event_tracer);
   if (primary.ok() || method_name == nullptr || is_fallback_method_name(method_name)) return primary;
   if (!t_backend_missing) return primary;  // any other failure is reported as is
   std::string twin = std::string(method_name) + kFallbackMethodSuffix;
   if (!has_plan(data_->program, twin)) return primary;
   std::string why = last_error_message();
-  Result<Method> fallback = load_plan(twin.c_str());
+  Result<Method> fallback = load_plan(twin.c_str(), event_tracer);
   if (!fallback.ok()) {
     return set_error(fallback.error(), "%s; its fallback plan '%s' could not load either: %s", why.c_str(),
                      twin.c_str(), std::string(last_error_message()).c_str());
@@ -774,7 +774,7 @@ Result<Method> Program::load_method_or_fallback(const char* method_name) const {
   return fallback;
 }
 
-Result<Method> Program::load_plan(const char* method_name) const {
+Result<Method> Program::load_plan(const char* method_name, EventTracer* event_tracer) const {
   clear_error_message();
   auto meta = method_meta(method_name);
   if (!meta.ok()) return meta.error();
@@ -845,7 +845,7 @@ Result<Method> Program::load_plan(const char* method_name) const {
   s->mutable_segment.Free();  // initial states are copied: with a mapped file its pages leave the RSS
   ETKIT_CHECK_OK(s->check_values());
   ETKIT_CHECK_OK(s->resolve_operators());
-  ETKIT_CHECK_OK(s->init_delegates(named_data_map()));
+  ETKIT_CHECK_OK(s->init_delegates(named_data_map(), event_tracer));
   ETKIT_CHECK_OK(s->parse_instructions());
   return Method(std::move(s));
 }

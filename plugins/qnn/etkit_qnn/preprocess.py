@@ -43,7 +43,8 @@ class QnnBackend(BackendDetails):
             compile_specs: from :func:`generate_qnn_executorch_compiler_spec`.
 
         Returns:
-            ``PreprocessResult`` whose bytes are the payload of :mod:`etkit_qnn.payload`.
+            ``PreprocessResult`` whose bytes are the payload of :mod:`etkit_qnn.payload`, and whose
+            ``debug_handle_map`` is ``{ONNX node name: Edge debug handles}`` (QNN's op names).
 
         Raises:
             etkit_qnn.onnx_export.ExportError: a node that cannot be written for QNN (names it).
@@ -60,4 +61,6 @@ class QnnBackend(BackendDetails):
         payload = QnnPayload(graph_name=context.graph_name, soc_model=int(spec.soc_model), htp_arch=int(spec.htp_arch),
                              precision=spec.precision, sdk_version=context.sdk_version, context_binary=context.binary,
                              inputs=[_info(i) for i in exported.inputs], outputs=[_info(o) for o in exported.outputs])
-        return PreprocessResult(processed_bytes=pack(payload))
+        # QNN names each op of the context after the ONNX node it came from; the delegate logs per-op
+        # events under those names (runtime/src/qnn_profile.h), and this map leads them to the Edge nodes.
+        return PreprocessResult(processed_bytes=pack(payload), debug_handle_map=exported.node_handles)

@@ -62,6 +62,9 @@ class ExportedGraph:
     model: onnx.ModelProto
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
+    #: ``{ONNX node name: (Edge debug handles)}``: the nodes each Edge node was written as. QNN names its ops
+    #: after these, so this is the partition's ``debug_handle_map`` for the delegate's per-op events.
+    node_handles: dict = field(default_factory=dict)
 
 
 _TORCH_TO_ONNX = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
@@ -218,6 +221,7 @@ def export_partition(ep: ExportedProgram, fp16: bool, graph_name: str) -> Export
 
     b = GraphBuilder(ep, fp16)
     inputs, outputs = [], []
+    node_handles: dict = {}
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             if is_user_input(ep, node):
@@ -231,12 +235,17 @@ def export_partition(ep: ExportedProgram, fp16: bool, graph_name: str) -> Export
             emit = EMITTERS.get(node.target)
             if emit is None:
                 raise ExportError(f"{node.target} (node {node.name}) has no ONNX emitter for QNN")
+            first = len(b.nodes)
             try:
                 b.names[node] = b.quantize_for_fused_activation(node, emit(b, node))
             except ExportError:
                 raise
             except Exception as exc:  # an emitter bug: name the node
                 raise ExportError(f"writing {node.target} (node {node.name}) failed: {type(exc).__name__}: {exc}") from exc
+            handle = node.meta.get("debug_handle")
+            if isinstance(handle, int) and handle > 0:
+                for written in b.nodes[first:]:
+                    node_handles.setdefault(written.name, []).append(handle)
         elif node.op == "output":
             for i, value in enumerate(node.args[0]):
                 source = b.value(value)
@@ -255,7 +264,7 @@ def export_partition(ep: ExportedProgram, fp16: bool, graph_name: str) -> Export
                               b.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="etkit-qnn")
     model.ir_version = 10
-    return ExportedGraph(model, inputs, outputs)
+    return ExportedGraph(model, inputs, outputs, {k: tuple(v) for k, v in node_handles.items()})
 
 
 _BOUNDARY_TYPES = (TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16, TensorProto.INT16)

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 namespace etkit_qnn {
 namespace {
@@ -142,22 +143,26 @@ bool set_ort_library_paths(const char* onnxruntime_library, const char* qnn_ep_l
   return true;
 }
 
-OrtSession* create_qnn_session(const OrtRuntime& rt, const void* model, size_t model_size, std::string* error) {
+OrtSession* create_qnn_session(const OrtRuntime& rt, const void* model, size_t model_size, const char* profile_path,
+                               std::string* error) {
   const OrtApi* api = rt.api;
   OrtSessionOptions* options = nullptr;
   OrtSession* session = nullptr;
   OrtStatus* status = api->CreateSessionOptions(&options);
   const std::string& backend = state().htp_backend_library;
-  const char* keys[2] = {"backend_type", "backend_path"};
-  const char* values[2] = {"htp", backend.c_str()};
+  // backend_type and backend_path are exclusive: with an HTP library given, pass only its path.
+  std::vector<const char*> keys, values;
+  keys.push_back(backend.empty() ? "backend_type" : "backend_path");
+  values.push_back(backend.empty() ? "htp" : backend.c_str());
+  if (profile_path != nullptr) {
+    keys.insert(keys.end(), {"profiling_level", "profiling_file_path"});
+    values.insert(values.end(), {"detailed", profile_path});
+  }
   if (status == nullptr) status = api->AddSessionConfigEntry(options, "session.disable_cpu_ep_fallback", "1");
   if (status == nullptr) status = api->SetIntraOpNumThreads(options, 1);
   if (status == nullptr) {
-    // backend_type and backend_path are exclusive: with an HTP library given, pass only its path.
-    status = backend.empty()
-                 ? api->SessionOptionsAppendExecutionProvider_V2(options, rt.env, &rt.qnn_device, 1, keys, values, 1)
-                 : api->SessionOptionsAppendExecutionProvider_V2(options, rt.env, &rt.qnn_device, 1, keys + 1,
-                                                                 values + 1, 1);
+    status = api->SessionOptionsAppendExecutionProvider_V2(options, rt.env, &rt.qnn_device, 1, keys.data(),
+                                                           values.data(), keys.size());
   }
   if (status == nullptr) status = api->CreateSessionFromArray(rt.env, model, model_size, options, &session);
   if (status != nullptr) {

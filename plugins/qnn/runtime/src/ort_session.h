@@ -31,8 +31,10 @@ bool set_ort_library_paths(const char* onnxruntime_library, const char* qnn_ep_l
                            const char* htp_backend_library);
 
 /// Creates a session over an ONNX model in memory with the QNN EP (backend htp, CPU fallback disabled).
+/// With `profile_path`, QNN's detailed profiler appends each run's per-op cycles there (qnn_profile.h).
 /// Returns null with `*error` set on failure.
-OrtSession* create_qnn_session(const OrtRuntime& rt, const void* model, size_t model_size, std::string* error);
+OrtSession* create_qnn_session(const OrtRuntime& rt, const void* model, size_t model_size, const char* profile_path,
+                               std::string* error);
 
 /// The message of `status` (and releases it); "" for null.
 std::string take_status_message(const OrtRuntime& rt, OrtStatus* status);

@@ -14,9 +14,13 @@
 //          CPU keeps float32 precision: the HTP converts float32 graph I/O through fp16, which moved 16-bit
 //          values by up to ~30 steps. ONNX Runtime and QNN allocate inside Run as they see fit; the delegate
 //          itself allocates nothing on the execute path unless an argument moved.
+// tracing: a Method loaded with an event tracer gets a session with QNN's detailed profiler, and each execute
+//          logs one event per QNN op of the context after the run (qnn_profile.h: QNN reports cycles per op; the
+//          events split the accelerator's measured time by them).
 // destroy: release the bindings and the session (the context goes with it).
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -28,6 +32,7 @@
 #include "etkit_qnn/register.h"
 #include "ort_session.h"
 #include "payload.h"
+#include "qnn_profile.h"
 
 namespace etkit_qnn {
 namespace {
@@ -106,6 +111,11 @@ struct Handle {
   std::vector<const char*> output_names;
   std::vector<const OrtValue*> input_values;
   std::vector<OrtValue*> output_values;
+  // When the Method is loaded with an event tracer: QNN's per-op profile of each run (qnn_profile.h), and
+  // buffers reused to read it.
+  std::unique_ptr<QnnProfileFile> profile;
+  std::string profile_text;
+  std::vector<QnnOpProfile> profile_ops;
 
   ~Handle() {
     for (auto* list : {&inputs, &outputs}) {
@@ -201,6 +211,27 @@ Error bind(const Handle& h, Binding& b, EValue* value, const char* what, size_t 
   return Error::Ok;
 }
 
+/// One event per QNN op of the run that just ended, named after its ONNX node (the key of preprocess's
+/// debug_handle_map), laid end to end from `start_ns`: each op gets its share of the run's cycles of the
+/// accelerator's measured execute time (QNN reports cycles per op, not time). Nothing is logged when
+/// QNN wrote no complete run.
+void log_op_events(Handle& h, etkit::runtime::EventTracer& tracer, int64_t start_ns) {
+  uint64_t accelerator_us = 0;
+  if (!h.profile->read_new(&h.profile_text) ||
+      !parse_last_qnn_run(h.profile_text, &h.profile_ops, &accelerator_us)) {
+    return;
+  }
+  uint64_t total = 0;
+  for (const QnnOpProfile& op : h.profile_ops) total += op.cycles;
+  const double ns_per_cycle = total > 0 ? static_cast<double>(accelerator_us) * 1000.0 / static_cast<double>(total) : 0;
+  double t = static_cast<double>(start_ns);
+  for (const QnnOpProfile& op : h.profile_ops) {
+    const double end = t + static_cast<double>(op.cycles) * ns_per_cycle;
+    tracer.log_delegate_event(op.name.c_str(), static_cast<int64_t>(t), static_cast<int64_t>(end));
+    t = end;
+  }
+}
+
 class QnnBackend final : public etkit::runtime::BackendInterface {
  public:
   /// Loads ONNX Runtime and the QNN execution provider (first call); false, with the reason in
@@ -213,9 +244,9 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
   }
 
   /// Compile specs are used ahead of time only (the context binary fixes the target); they are ignored here.
+  /// A Method loaded with an event tracer gets QNN's detailed profiler (per-op cycles, see qnn_profile.h).
   Result<DelegateHandle*> init(BackendInitContext& ctx, FreeableBuffer* processed,
                                Span<const CompileSpec> compile_specs) const override {
-    (void)ctx;
     (void)compile_specs;
     std::string error;
     const OrtRuntime* rt = get_ort_runtime(&error);
@@ -232,12 +263,17 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
     std::vector<GraphTensor> graph_inputs, graph_outputs;
     describe(payload->inputs(), &h->inputs, &graph_inputs);
     describe(payload->outputs(), &h->outputs, &graph_outputs);
+    if (ctx.event_tracer() != nullptr) {
+      h->profile.reset(new (std::nothrow) QnnProfileFile());
+      if (h->profile != nullptr && !h->profile->create()) h->profile.reset();  // run untraced inside the context
+    }
     {
       const std::string model =
           write_epcontext_model(payload->graph_name()->c_str(), payload->graph_name()->size(),
                                 payload->context_binary()->data(), payload->context_binary()->size(), graph_inputs,
                                 graph_outputs);
-      h->session = create_qnn_session(*rt, model.data(), model.size(), &error);
+      h->session = create_qnn_session(*rt, model.data(), model.size(),
+                                      h->profile != nullptr ? h->profile->path().c_str() : nullptr, &error);
     }
     if (h->session == nullptr) {
       const std::string name = h->graph_name;
@@ -266,7 +302,6 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
   }
 
   Error execute(BackendExecutionContext& ctx, DelegateHandle* handle, Span<EValue*> args) const override {
-    (void)ctx;
     if (handle == nullptr) return set_error(Error::DelegateInvalidHandle, "QnnBackend: execute() with a null handle");
     Handle& h = *static_cast<Handle*>(handle);
     const size_t n_in = h.inputs.size(), n_out = h.outputs.size();
@@ -285,6 +320,7 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
       if (err != Error::Ok) return err;
       h.output_values[i] = h.outputs[i].value;
     }
+    const int64_t run_start = ctx.event_tracer() != nullptr ? etkit::runtime::EventTracer::now_ns() : 0;
     OrtStatus* status = h.rt->api->Run(h.session, nullptr, h.input_names.data(), h.input_values.data(), n_in,
                                        h.output_names.data(), n_out, h.output_values.data());
     if (status != nullptr) {
@@ -294,6 +330,7 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
     for (size_t i = 0; i < n_out; ++i) {
       if (h.outputs[i].quantized) dequantize_output(h.outputs[i], args[n_in + i]->to_tensor().mutable_data_ptr<float>());
     }
+    if (ctx.event_tracer() != nullptr && h.profile != nullptr) log_op_events(h, *ctx.event_tracer(), run_start);
     return Error::Ok;
   }
 

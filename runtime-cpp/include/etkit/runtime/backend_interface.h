@@ -27,7 +27,7 @@
 
 /// Bumped whenever BackendInterface, the context classes, EValue or Tensor change layout. A delegate
 /// built against another version is refused at registration.
-#define ETKIT_BACKEND_ABI_VERSION 3u
+#define ETKIT_BACKEND_ABI_VERSION 4u
 
 namespace etkit::runtime {
 
@@ -50,18 +50,26 @@ struct CompileSpec {
 class BackendInitContext final {
  public:
   BackendInitContext(MemoryAllocator* runtime_allocator, const NamedDataMap* named_data_map,
-                     const char* method_name)
-      : runtime_allocator_(runtime_allocator), named_data_map_(named_data_map), method_name_(method_name) {}
+                     const char* method_name, EventTracer* event_tracer = nullptr)
+      : runtime_allocator_(runtime_allocator),
+        named_data_map_(named_data_map),
+        method_name_(method_name),
+        event_tracer_(event_tracer) {}
   /// Allocator whose memory lives as long as the Method (for handles and per-call-site state).
   MemoryAllocator* get_runtime_allocator() { return runtime_allocator_; }
   /// The program's named data (Program.named_data), or null when the program has none.
   const NamedDataMap* get_named_data_map() const { return named_data_map_; }
   const char* get_method_name() const { return method_name_; }
+  /// The tracer the Method is loaded with (Program::load_method(name, tracer)), or null: a delegate that
+  /// must prepare at init to report inside-delegate events (e.g. turn on its library's profiler) checks
+  /// it here; events themselves are logged through BackendExecutionContext::event_tracer().
+  EventTracer* event_tracer() { return event_tracer_; }
 
  private:
   MemoryAllocator* runtime_allocator_;
   const NamedDataMap* named_data_map_;
   const char* method_name_;
+  EventTracer* event_tracer_;
 };
 
 /// What execute() may use besides its handle and arguments.

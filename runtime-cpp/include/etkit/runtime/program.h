@@ -125,8 +125,8 @@ class Program final {
 
  private:
   explicit Program(std::unique_ptr<ProgramData> data);
-  Result<Method> load_plan(const char* method_name) const;
-  Result<Method> load_method_or_fallback(const char* method_name) const;
+  Result<Method> load_plan(const char* method_name, EventTracer* event_tracer) const;
+  Result<Method> load_method_or_fallback(const char* method_name, EventTracer* event_tracer) const;
   std::unique_ptr<ProgramData> data_;
 };
 
