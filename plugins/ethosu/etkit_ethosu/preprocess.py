@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 from etkit.backend import BackendDetails, CompileSpec, PreprocessResult
 
 from .compile_spec import EthosUCompileSpec
+from .layer_estimates import layer_debug_handles, named_data_key, pack_layer_estimates
 from .lowering import lower_to_tosa
 from .payload import pack
 
@@ -32,7 +33,9 @@ class EthosUBackend(BackendDetails):
 
         Returns:
             ``PreprocessResult`` whose ``processed_bytes`` is the ``vela_bin_stream`` payload (command stream,
-            encoded weights, scratch size, I/O layout; plus the TOSA graph with ``keep_tosa=True``).
+            encoded weights, scratch size, I/O layout; plus the TOSA graph with ``keep_tosa=True``); ``named_data``
+            holds Vela's per-layer estimates and ``debug_handle_map`` maps each layer's index to its Edge nodes
+            (:mod:`etkit_ethosu.layer_estimates`).
 
         Raises:
             etkit_ethosu.lowering.LoweringError: an op the TOSA lowering cannot express.
@@ -51,4 +54,8 @@ class EthosUBackend(BackendDetails):
         payload = result.payload
         if spec.keep_tosa:
             payload.tosa = tosa.flatbuffer
-        return PreprocessResult(processed_bytes=pack(payload))
+        # Vela's per-layer estimates, for the delegate's ETDump events (layer_estimates.py): beside the payload,
+        # in named data, so the payload stays ExecuTorch's.
+        estimates = {named_data_key(payload.cmd_data): pack_layer_estimates(result.layers)} if result.layers else {}
+        return PreprocessResult(processed_bytes=pack(payload), named_data=estimates,
+                                debug_handle_map=layer_debug_handles(result.layers, tosa.owners) or None)

@@ -181,6 +181,7 @@ def _etkit_prefix() -> Path:
 def _build_backend(out: Path, *defines: str) -> Path:
     prefix = _etkit_prefix()
     sources = [RUNTIME / "src" / "ethosu_backend.cpp", RUNTIME / "src" / "vela_payload.cpp",
+               RUNTIME / "src" / "layer_estimates.cpp",
                RUNTIME / "tests" / "ethosu_backend_main.cpp", prefix / "lib" / "libetkit_runtime_static.a"]
     includes = [RUNTIME / "include", RUNTIME / "tests" / "fake_driver", prefix / "include"]
     return _compile(out, sources, includes, tuple(f"-D{d}" for d in defines))
@@ -552,3 +553,112 @@ def test_cpp_reader_and_delegate_take_a_vela_compiled_payload(reader, backend, t
     proc = _run(backend, data, tmp_path / "p.bin", "run")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert proc.stdout.splitlines() == ["REGISTER 0", "PAYLOAD in-place", *_invokes(payload, 2), "OK 2"]
+
+
+# ----------------------------------------------------------------------------------------- per-layer events
+
+class _ConvStack(__import__("torch").nn.Module):
+    def __init__(self):
+        import torch
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv1 = torch.nn.Conv2d(3, 8, 3)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3)
+
+    def forward(self, x):
+        import torch
+        return torch.relu(self.conv2(torch.relu(self.conv1(x)))) + 1
+
+
+@pytest.fixture(scope="module")
+def lowered_partition():
+    """A quantized two-convolution model lowered to Ethos-U: its delegate (payload, named data, debug handle map)
+    and the Edge program's node types by debug handle."""
+    import torch
+    from ethosu_helpers import lower
+    from etkit.backend.delegate import LoweredBackendModule
+
+    manager = lower(_ConvStack(), (torch.randn(1, 3, 16, 16),)).manager
+    ep = manager.exported_program()
+    (delegate,) = [getattr(ep.graph_module, n.target) for n in ep.graph.nodes if n.op == "get_attr"
+                   and isinstance(getattr(ep.graph_module, n.target), LoweredBackendModule)]
+    targets = {n.meta["debug_handle"]: str(n.target) for n in delegate.original_module.graph.nodes
+               if isinstance(n.meta.get("debug_handle"), int)}
+    return delegate, targets
+
+
+def test_preprocess_stores_vela_layer_estimates_mapped_to_edge_nodes(lowered_partition):
+    """Beside the payload (unchanged, ExecuTorch's), the named data holds Vela's per-layer estimates under the
+    command stream's key, and the debug handle map sends each layer to the Edge nodes of its TOSA operator:
+    both convolutions' layers reach their aten.convolution node."""
+    from etkit_ethosu.compile_spec import EthosUCompileSpec
+    from etkit_ethosu.layer_estimates import named_data_key, unpack_layer_estimates
+    from etkit_ethosu.reference import delegate_tosa
+    from etkit_ethosu.vela_compile import compile_tosa
+
+    delegate, targets = lowered_partition
+    payload = unpack(delegate.processed_bytes)
+    layers = unpack_layer_estimates(delegate.named_data[named_data_key(payload.cmd_data)])
+    vela = compile_tosa(delegate_tosa(delegate), EthosUCompileSpec.from_list(delegate.compile_specs), estimate=True)
+    assert [c for c, _ in layers] == [layer.op_cycles for layer in vela.layers]
+    assert all(text.endswith(" (Vela estimate)") for _, text in layers)
+    mapped = delegate.debug_handle_map
+    # every layer maps but those on tensors Vela made itself ("Transpose #148": layout changes it inserted)
+    assert sorted(mapped) == [k for k, (_, text) in enumerate(layers) if " #" not in text]
+    conv_layers = [k for k, (_, text) in enumerate(layers) if text.startswith("Conv2D ")]
+    assert len(conv_layers) == 2
+    for k in conv_layers:
+        assert "aten.convolution.default" in {targets[h] for h in mapped[k]}
+
+
+def test_traced_delegate_logs_one_event_per_layer(backend, lowered_partition, tmp_path):
+    """With an event tracer, execute() logs each Vela layer after the NPU run: ids 0..n-1, the estimates' labels,
+    durations in the proportion of the estimated cycles (within 1 us of rounding) that sum to the run's time
+    (the stand-in NPU takes 2 ms). Without a tracer, or without the named data, no layer event."""
+    from etkit_ethosu.layer_estimates import named_data_key, unpack_layer_estimates
+
+    delegate, _ = lowered_partition
+    data = delegate.processed_bytes
+    key = named_data_key(unpack(data).cmd_data)
+    blob = delegate.named_data[key]
+    (tmp_path / "layers.bin").write_bytes(blob)
+    layers = unpack_layer_estimates(blob)
+    proc = _run(backend, data, tmp_path / "p.bin", "traced", str(tmp_path / "layers.bin"), key)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    events = [line.split(" ", 4) for line in proc.stdout.splitlines() if line.startswith("EVENT ")]
+    assert proc.stdout.splitlines()[-1] == "OK 2" and len(events) == 2 * len(layers)
+    total_cycles = sum(c for c, _ in layers)
+    for run in ("0", "1"):
+        mine = [e for e in events if e[1] == run]
+        assert [int(e[2]) for e in mine] == list(range(len(layers)))
+        assert [e[4] for e in mine] == [text for _, text in layers]
+        durations = [int(e[3]) for e in mine]
+        span = sum(durations)
+        assert 2_000_000 <= span < 200_000_000
+        for d, (cycles, _) in zip(durations, layers):
+            assert abs(d - span * cycles / total_cycles) <= 1000
+    for args in (("run", str(tmp_path / "layers.bin"), key), ("traced", str(tmp_path / "layers.bin"), "other"),
+                 ("traced",)):
+        proc = _run(backend, data, tmp_path / "p.bin", *args)
+        assert proc.returncode == 0 and "EVENT" not in proc.stdout, (args, proc.stdout + proc.stderr[-3000:])
+
+
+@pytest.mark.parametrize("blob,message", [
+    (b"EUL1\x01\x00\x00\x00", "layer estimates: 1 layers cannot fit in 8 bytes"),
+    (b"EUL1\x01\x00\x00\x00" + bytes(8) + b"\x05\x00abc\0", "layer estimates: the label of layer 0 (5 bytes) does not "
+                                                           "fit or is not NUL-terminated"),
+    (b"EUL1\x01\x00\x00\x00" + bytes(8) + b"\x02\x00ab", "layer estimates: the label of layer 0 (2 bytes) does not "
+                                                        "fit or is not NUL-terminated"),
+    (b"EUL1\x00\x00\x00\x00!", "layer estimates: 1 bytes after the last layer"),
+    (b"EUL0", "layer estimates: no EUL1 header in 4 bytes"),
+], ids=["count", "label-past-end", "no-nul", "trailing", "magic"])
+def test_traced_delegate_refuses_malformed_estimates(backend, lowered_partition, blob, message, tmp_path):
+    from etkit_ethosu.layer_estimates import named_data_key
+
+    delegate, _ = lowered_partition
+    data = delegate.processed_bytes
+    key = named_data_key(unpack(data).cmd_data)
+    (tmp_path / "layers.bin").write_bytes(blob)
+    proc = _run(backend, data, tmp_path / "p.bin", "traced", str(tmp_path / "layers.bin"), key)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == f"INIT ERROR: EthosUBackend: named data '{key}': {message}"

@@ -20,7 +20,7 @@ NHWC, and a value stays NHWC as long as only layout-agnostic ops use it (TRANSPO
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -73,12 +73,23 @@ class LoweredTosa:
         flatbuffer: the TOSA 1.0 flatbuffer bytes.
         input_shapes, output_shapes: delegate I/O in argument order (int8, PyTorch layout).
         operators: TOSA operator names in emission order (CONST tensors excluded).
+        owners: ``{TOSA tensor name: Edge debug handles}`` for each tensor an operator wrote, and each constant
+            made for one: the Edge nodes (a quantize node, the op it quantizes, the activations and views folded
+            between them, the dequantize nodes feeding the op) whose lowering wrote it. Vela names its
+            per-layer rows after these tensors.
     """
 
     flatbuffer: bytes
     input_shapes: list
     output_shapes: list
     operators: list
+    owners: dict = field(default_factory=dict)
+
+
+def _handles(nodes) -> tuple:
+    """The Edge debug handles of ``nodes`` (fx nodes; others and nodes without a handle are skipped)."""
+    found = {n.meta.get("debug_handle") for n in nodes if isinstance(n, torch.fx.Node)}
+    return tuple(sorted(h for h in found if isinstance(h, int) and h > 0))
 
 
 def _shape(node) -> tuple:
@@ -194,12 +205,17 @@ class _Lowerer:
         while ops.is_tail(src) and len(src.users) == 1 and src not in self.values:
             tail.insert(0, src)
             src = src.args[0]
-        if not ops.is_compute(src):  # no compute op under the tail: lower the chain on its input's integers
-            return self.rescale_to(self.real(qnode.args[0]), scale, zp)
-        value = self._compute(src, scale, zp)
-        for op in tail:
-            value = self._pass_through(op, value)
-        return value
+        outer = self.w.owner
+        self.w.owner = _handles([qnode, *tail, src] + [a for a in src.args if ops.is_dequantize(a)])
+        try:
+            if not ops.is_compute(src):  # no compute op under the tail: lower the chain on its input's integers
+                return self.rescale_to(self.real(qnode.args[0]), scale, zp)
+            value = self._compute(src, scale, zp)
+            for op in tail:
+                value = self._pass_through(op, value)
+            return value
+        finally:
+            self.w.owner = outer
 
     def _clamp(self, act, v: QValue) -> QValue:
         name = ops.target_name(act)
@@ -572,13 +588,15 @@ class _Lowerer:
             if not ops.is_quantize(out):
                 raise LoweringError(f"partition output {getattr(out, 'name', out)} is not a quantize node: Ethos-U "
                                     f"partitions return int8")
-            v = self.layout(self.q(out), "nchw")
+            v = self.q(out)
+            self.w.owner = _handles([out])
+            v = self.layout(v, "nchw")
             if v.name in used:  # an input or an earlier output: TOSA needs a distinct tensor
                 v = replace(v, name=self.w.rescale(v.name, "INT8", v.zp, [1.0], list(v.shape), "INT8", v.zp))
             used.add(v.name)
             self.w.output(v.name)
             output_shapes.append(tuple(v.shape))
-        return LoweredTosa(self.w.serialize(), input_shapes, output_shapes, list(self.w.operators))
+        return LoweredTosa(self.w.serialize(), input_shapes, output_shapes, list(self.w.operators), dict(self.w.owners))
 
 
 def lower_to_tosa(ep: ExportedProgram) -> LoweredTosa:

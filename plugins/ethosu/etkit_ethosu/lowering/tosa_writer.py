@@ -63,13 +63,22 @@ class TosaWriter:
         self.block = self.graph.currRegion.currBasicBlock
         self._count = 0
         self.operators: list[str] = []
+        #: The Edge debug handles the operators written now belong to (set by the lowering per Edge node), and
+        #: for each tensor made or written by an operator meanwhile, the handles it was written with.
+        self.owner: tuple = ()
+        self.owners: dict[str, tuple] = {}
 
     def dtype(self, name: str):
         return getattr(self.ts.DType, name)
 
     def fresh(self, base: str) -> str:
+        """A new tensor name; it belongs to the current :attr:`owner` (constants included: Vela may give a
+        constant operand a layer of its own, e.g. rescaling it)."""
         self._count += 1
-        return f"{base}_{self._count}"
+        name = f"{base}_{self._count}"
+        if self.owner:
+            self.owners[name] = self.owner
+        return name
 
     # ---- tensors ------------------------------------------------------------------------------------
 
@@ -106,6 +115,8 @@ class TosaWriter:
         getattr(attr, attribute)(*args)
         self.graph.addOperator(getattr(self.ts.Op, op), list(inputs), list(outputs), attr)
         self.operators.append(op)
+        for name in outputs:
+            self.owners[name] = self.owner
 
     def rescale(self, x: str, in_dtype: str, in_zp: int, scales: Sequence[float], out_shape: Sequence[int],
                 out_dtype: str, out_zp: int) -> str:

@@ -16,6 +16,12 @@
 //          why all inputs are copied in before the run and all outputs out after it. No layout change
 //          happens: the tensors are in the delegate's layout, as the command stream expects.
 //
+// tracing: when the Method is loaded with an event tracer, init() looks up Vela's per-layer estimates in the
+//          program's named data (layer_estimates.h; absent in programs lowered without them) and execute() logs
+//          one event per layer after the run: the NPU run's measured time split by the layers' estimated
+//          cycles, labelled "(Vela estimate)", with the layer's index as delegate debug id. The driver times no
+//          layer; these are Vela's proportions, not measurements.
+//
 // Cache maintenance around the run is the core driver's job (it calls the platform's
 // ethosu_flush_dcache / ethosu_invalidate_dcache hooks), as is address translation between the CPU's and
 // the NPU's view of memory. The compile specs are used at compile time only and are ignored here.
@@ -32,6 +38,7 @@
 #include "etkit/runtime/backend_interface.h"
 #include "etkit/runtime/scalar_type.h"
 #include "etkit/runtime/tensor.h"
+#include "etkit_ethosu/layer_estimates.h"
 #include "etkit_ethosu/register.h"
 #include "etkit_ethosu/vela_payload.h"
 
@@ -58,6 +65,7 @@ using etkit::runtime::CompileSpec;
 using etkit::runtime::DelegateHandle;
 using etkit::runtime::Error;
 using etkit::runtime::EValue;
+using etkit::runtime::EventTracer;
 using etkit::runtime::FreeableBuffer;
 using etkit::runtime::MemoryAllocator;
 using etkit::runtime::Result;
@@ -77,7 +85,44 @@ struct Handle {
   FreeableBuffer processed;          // owns the payload bytes when they are used in place; else empty
   VelaPayloadView payload;           // views into `processed` or into the aligned copy
   uint8_t* own_scratch = nullptr;    // ETKIT_ETHOSU_SCRATCH_IN_HANDLE: from the runtime allocator
+  FreeableBuffer estimates;          // traced Methods: Vela's per-layer estimates (named data), when present
+  std::vector<LayerEstimate> layers; // views into `estimates`
 };
+
+/// For a traced Method: reads the partition's layer estimates from the named data into `handle` (none when
+/// the program has none). Errors: DelegateInvalidCompatibility when the stored estimates are malformed.
+Error load_layer_estimates(BackendInitContext& ctx, Handle* handle) {
+  const etkit::runtime::NamedDataMap* named = ctx.get_named_data_map();
+  if (ctx.event_tracer() == nullptr || named == nullptr) return Error::Ok;
+  char key[kLayerEstimatesKeySize];
+  layer_estimates_key(handle->payload.cmd_data.data, handle->payload.cmd_data.size, key);
+  Result<FreeableBuffer> found = named->get_data(key);
+  if (!found.ok()) return Error::Ok;  // lowered without estimates: the delegate call is the only event
+  handle->estimates = std::move(found.get());
+  std::string why;
+  if (!parse_layer_estimates(static_cast<const uint8_t*>(handle->estimates.data()), handle->estimates.size(),
+                             &handle->layers, &why)) {
+    return set_error(Error::DelegateInvalidCompatibility, "EthosUBackend: named data '%s': %s", key, why.c_str());
+  }
+  return Error::Ok;
+}
+
+/// One event per layer of the run that took `start_ns`..`end_ns`, laid end to end, each its share of the
+/// estimated cycles (all layers equal when Vela estimated none).
+void log_layer_events(const Handle& handle, EventTracer& tracer, int64_t start_ns, int64_t end_ns) {
+  uint64_t total = 0;
+  for (const LayerEstimate& layer : handle.layers) total += layer.cycles;
+  const double span = static_cast<double>(end_ns - start_ns);
+  const double n = static_cast<double>(handle.layers.size());
+  double t = static_cast<double>(start_ns);
+  for (size_t k = 0; k < handle.layers.size(); ++k) {
+    const LayerEstimate& layer = handle.layers[k];
+    const double share = total > 0 ? static_cast<double>(layer.cycles) / static_cast<double>(total) : 1.0 / n;
+    const double end = k + 1 == handle.layers.size() ? static_cast<double>(end_ns) : t + share * span;
+    tracer.log_delegate_event(static_cast<int32_t>(k), layer.label, static_cast<int64_t>(t), static_cast<int64_t>(end));
+    t = end;
+  }
+}
 
 /// The element types the delegate exchanges with the NPU (plain integers and bool, as ExecuTorch's
 /// Ethos-U runtime); the element size must also equal the I/O record's.
@@ -200,6 +245,11 @@ class EthosUBackend final : public BackendInterface {
       }
       processed->Free();
     }
+    e = load_layer_estimates(ctx, handle);
+    if (e != Error::Ok) {
+      delete handle;
+      return e;
+    }
 #if ETKIT_ETHOSU_SCRATCH_IN_HANDLE
     const uint32_t scratch_size = handle->payload.scratch_size;
     if (scratch_size > 0) {
@@ -265,13 +315,17 @@ class EthosUBackend final : public BackendInterface {
     };
     size_t base_addrs_size[kNumBaseAddresses] = {payload.weight_data.size, payload.scratch_size,
                                                  etkit_ethosu_fast_scratch_size};
+    EventTracer* tracer = handle->layers.empty() ? nullptr : ctx.event_tracer();
+    const int64_t run_start = tracer != nullptr ? EventTracer::now_ns() : 0;
     const int status = ethosu_invoke_v3(driver, payload.cmd_data.data, static_cast<int>(payload.cmd_data.size),
                                         base_addrs, base_addrs_size, kNumBaseAddresses, /*user_arg=*/nullptr);
+    const int64_t run_end = tracer != nullptr ? EventTracer::now_ns() : 0;
     ethosu_release_driver(driver);
     if (status != 0) {
       return set_error(Error::InvalidState, "EthosUBackend: the NPU run failed (ethosu_invoke_v3 returned %d)",
                        status);
     }
+    if (tracer != nullptr) log_layer_events(*handle, *tracer, run_start, run_end);
 
     // Copy the outputs out.
     for (size_t j = 0; j < n_out; ++j) {

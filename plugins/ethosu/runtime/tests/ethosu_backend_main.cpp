@@ -3,15 +3,17 @@
 // driver functions as a simulated NPU, registers the backend, runs init() and execute() on a payload
 // and checks what the delegate hands to the driver and copies back.
 //
-//   ethosu_backend_main PAYLOAD SCENARIO
+//   ethosu_backend_main PAYLOAD SCENARIO [ESTIMATES KEY]
 //
 // SCENARIO: run (two executions), misaligned (payload at an odd address), init (one execution; used for
 // payloads init() must refuse), bad-dtype (input 0 is Float), bad-elem (input 0 has 2-byte elements where
 // the record says 1), bad-numel (input 0 one element short), bad-args (last argument missing), not-tensor
 // (input 0 is an int), no-temp (no temp allocator), small-temp (temp allocator one byte short of the
-// scratch), busy (no free driver), npu-error (the run fails).
+// scratch), busy (no free driver), npu-error (the run fails), traced (two executions with an event tracer;
+// ESTIMATES, a layer-estimates file, is the program's named data under KEY: see layer_estimates.h).
 //
-// Prints "REGISTER <code>", "PAYLOAD in-place|copied", one "INVOKE ..." line per NPU run, then "OK <runs>"
+// Prints "REGISTER <code>", "PAYLOAD in-place|copied", one "INVOKE ..." line per NPU run, with a tracer one
+// "EVENT <run> <delegate debug id> <duration ns> <label>" line per delegate event, then "OK <runs>"
 // and exits 0; or "INIT ERROR: <message>" / "EXECUTE ERROR: <message>" and exits 1. A delegate that hands
 // the driver the wrong bytes or copies back the wrong ones makes it print "FAIL: <what>" and exit 3.
 #include <algorithm>
@@ -27,6 +29,8 @@
 
 #include "etkit/runtime/backend_interface.h"
 #include "etkit/runtime/error.h"
+#include "etkit/runtime/event_tracer.h"
+#include "etkit/runtime/named_data_map.h"
 #include "etkit/runtime/scalar_type.h"
 #include "etkit/runtime/tensor.h"
 #include "etkit_ethosu/register.h"
@@ -55,6 +59,7 @@ struct Npu {
   int status = 0;
   bool reserved = false;
   int run = 0;
+  int64_t busy_ns = 0;
 } g_npu;
 
 alignas(8) unsigned char g_driver_storage[8];  // the address stands for the one driver instance
@@ -96,6 +101,11 @@ extern "C" int ethosu_invoke_v3(ethosu_driver* drv, const void* custom_data_ptr,
   }
   if (base_addr[2] != 0 || base_addr_size[2] != 0) fail("fast scratch given although the firmware defines none");
   std::printf("INVOKE cmd=%d weights=%zu scratch=%zu\n", custom_data_size, base_addr_size[0], base_addr_size[1]);
+  if (g_npu.busy_ns > 0) {  // a traced run takes measurable time
+    const int64_t until = rt::EventTracer::now_ns() + g_npu.busy_ns;
+    while (rt::EventTracer::now_ns() < until) {
+    }
+  }
 
   // Each input must be at scratch + offset; snapshot input 0 before any output overwrites shared bytes.
   for (size_t i = 0; i < p.inputs.size(); ++i) {
@@ -168,6 +178,25 @@ void free_payload(void* context, void* data, size_t size) {
   memory->freed = true;
 }
 
+/// The program's named data: one key (the layer estimates' blob), or none.
+class OneKeyMap final : public rt::NamedDataMap {
+ public:
+  OneKeyMap(std::string key, std::vector<uint8_t> bytes) : key_(std::move(key)), bytes_(std::move(bytes)) {}
+  rt::Result<rt::FreeableBuffer> get_data(const char* key) const override {
+    if (key_.empty() || key_ != key) return rt::set_error(rt::Error::NotFound, "no named data '%s'", key);
+    return rt::FreeableBuffer(bytes_.data(), bytes_.size(), nullptr, nullptr);
+  }
+  rt::Result<size_t> get_num_keys() const override { return key_.empty() ? 0 : 1; }
+  rt::Result<const char*> get_key(size_t index) const override {
+    if (index != 0 || key_.empty()) return rt::set_error(rt::Error::InvalidArgument, "no key %zu", index);
+    return key_.c_str();
+  }
+
+ private:
+  std::string key_;
+  std::vector<uint8_t> bytes_;
+};
+
 bool read_file(const char* path, std::vector<uint8_t>* bytes) {
   std::FILE* f = std::fopen(path, "rb");
   if (f == nullptr) return false;
@@ -181,10 +210,16 @@ bool read_file(const char* path, std::vector<uint8_t>* bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 2;
+  if (argc != 3 && argc != 5) return 2;
   const std::string scenario = argv[2];
-  std::vector<uint8_t> file;
+  std::vector<uint8_t> file, estimates;
   if (!read_file(argv[1], &file)) return 2;
+  if (argc == 5 && !read_file(argv[3], &estimates)) return 2;
+  const OneKeyMap named(argc == 5 ? argv[4] : "", std::move(estimates));
+  const bool traced = scenario == "traced";
+  std::vector<rt::ProfileEvent> event_storage(256);
+  rt::EventTracer tracer(event_storage.data(), event_storage.size(), rt::EventTracer::Mode::Accumulate);
+  g_npu.busy_ns = traced ? 2000000 : 0;
   // The harness's own reading; a payload it refuses must be refused by init() too.
   const bool valid = etkit_ethosu::parse_vela_payload(file.data(), file.size(), &g_npu.expected, nullptr);
   const etkit_ethosu::VelaPayloadView& expected = g_npu.expected;
@@ -207,7 +242,7 @@ int main(int argc, char** argv) {
 
   std::vector<uint8_t> runtime_arena(2 * file.size() + 4096);
   rt::MemoryAllocator runtime_allocator(runtime_arena.size(), runtime_arena.data());
-  rt::BackendInitContext init_ctx(&runtime_allocator, nullptr, "forward");
+  rt::BackendInitContext init_ctx(&runtime_allocator, &named, "forward", traced ? &tracer : nullptr);
   rt::Result<rt::DelegateHandle*> handle = backend->init(init_ctx, &processed, rt::Span<const rt::CompileSpec>());
   if (!handle.ok()) {
     std::printf("INIT ERROR: %s\n", rt::last_error_message());
@@ -241,9 +276,10 @@ int main(int argc, char** argv) {
   const size_t scratch = expected.scratch_size;
   std::vector<uint8_t> temp_arena(scenario == "small-temp" ? (scratch > 0 ? scratch - 1 : 0) : scratch + 64);
   rt::MemoryAllocator temp_allocator(temp_arena.size(), temp_arena.data());
-  rt::BackendExecutionContext exec_ctx(scenario == "no-temp" ? nullptr : &temp_allocator, "forward");
+  rt::BackendExecutionContext exec_ctx(scenario == "no-temp" ? nullptr : &temp_allocator, "forward",
+                                      traced ? &tracer : nullptr);
 
-  const int runs = scenario == "run" || misaligned ? 2 : 1;
+  const int runs = scenario == "run" || misaligned || traced ? 2 : 1;
   for (g_npu.run = 0; g_npu.run < runs; ++g_npu.run) {
     g_npu.inputs.clear();
     for (size_t i = 0; i < expected.inputs.size(); ++i) {  // fresh input values for every run
@@ -263,6 +299,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (g_npu.reserved) fail("the driver was not released");
+    for (const rt::ProfileEvent& event : tracer.events()) {
+      if (event.kind != rt::ProfileEventKind::DelegateInternal) continue;
+      std::printf("EVENT %d %d %lld %s\n", g_npu.run, event.delegate_debug_id,
+                  static_cast<long long>(event.end_ns - event.start_ns), event.name);
+    }
+    tracer.reset();
     for (size_t j = 0; j < expected.outputs.size(); ++j) {
       if (tensors[expected.inputs.size() + j]->data != g_npu.outputs[j]) fail("an output was not copied back");
     }
