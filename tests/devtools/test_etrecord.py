@@ -136,3 +136,58 @@ def test_corrupted_etrecords_raise_precise_errors(lowered, tmp_path):
         except ETRecordError:
             outcomes["refused"] += 1
     assert outcomes["refused"] > 0  # damaged entries fail their CRC or JSON; nothing else escapes
+
+
+def test_reference_outputs_reach_the_blocks_run_on_bundled_inputs(tmp_path):
+    """The ETRecord carries a bundled program's expected outputs (update_reference_outputs); the runtime marks
+    each block run after load_bundled_input(k) with k, and the Inspector gives that block case k's reference
+    outputs, which equal eager's and the logged run outputs (|d| <= 1e-5, portable kernels). A run on test
+    case 2 of an ETRecord with two cases is refused, naming both counts."""
+    from etkit.devtools.bundled_program import BundledProgram, MethodTestCase, MethodTestSuite
+    from etkit.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+    from etkit.runtime import DebugLevel, load_bundled_input
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.Tanh()).eval()
+    cases = [torch.randn(3, 8) for _ in range(3)]
+    edge = etkit.to_edge(torch.export.export(model, (cases[0],)), generate_etrecord=True)
+    program = edge.to_executorch()
+    with torch.no_grad():
+        expected = [model(x) for x in cases]
+    bundle = BundledProgram(program, [MethodTestSuite("forward", [MethodTestCase([x], [y])
+                                                                  for x, y in zip(cases, expected)])])
+    (tmp_path / "m.bpte").write_bytes(serialize_from_bundled_program_to_flatbuffer(bundle))
+    record = program.get_etrecord()
+    record.update_reference_outputs(bundle)
+    record.update_representative_inputs(bundle)
+    record.save(tmp_path / "m.etrecord")
+    read_back = parse_etrecord(tmp_path / "m.etrecord")
+    assert [len(i) for i in read_back.representative_inputs] == [1, 1, 1]
+    for (got,), x in zip(read_back.representative_inputs, cases):
+        torch.testing.assert_close(got, x)
+
+    loaded = Runtime.get().load_program(tmp_path / "m.bpte", enable_etdump=True, debug_buffer_size=1 << 16,
+                                        debug_level=DebugLevel.ProgramOutputs)
+    method = loaded.load_method("forward")
+    method.execute([cases[0]])  # not a bundled run
+    for k in (1, 0):
+        load_bundled_input(method, tmp_path / "m.bpte", k)
+        method.execute()
+    loaded.write_etdump_result_to_file(tmp_path / "m.etdp", tmp_path / "m.bin")
+    blocks = [b for b in Inspector(etdump_path=tmp_path / "m.etdp", etrecord=tmp_path / "m.etrecord",
+                                   debug_buffer_path=tmp_path / "m.bin").event_blocks if b.name == "Execute"]
+    assert [b.bundled_input_index for b in blocks] == [None, 1, 0]
+    assert blocks[0].reference_output is None
+    for block in blocks[1:]:
+        (reference,) = block.reference_output
+        torch.testing.assert_close(reference, expected[block.bundled_input_index])
+        torch.testing.assert_close(block.run_output[0], reference, atol=1e-5, rtol=1e-5)
+
+    record.update_reference_outputs(expected[:2])
+    record.save(tmp_path / "two.etrecord")
+    load_bundled_input(method, tmp_path / "m.bpte", 2)
+    method.execute()
+    loaded.write_etdump_result_to_file(tmp_path / "m2.etdp", tmp_path / "m2.bin")
+    with pytest.raises(ETRecordError, match=r"ran bundled test case 2; the ETRecord has reference outputs for 2 "
+                                            r"test case\(s\) of 'forward'"):
+        Inspector(etdump_path=tmp_path / "m2.etdp", etrecord=tmp_path / "two.etrecord")

@@ -65,7 +65,10 @@ def exchanged(tmp_path_factory, et_oracle):
     x = torch.randn(1, 3, 224, 224)
     program = etkit.to_edge_transform_and_lower(torch.export.export(model, (x,)), partitioner=[XnnpackPartitioner()],
                                                 generate_etrecord=True).to_executorch()
-    program.get_etrecord().save(directory / "etkit.etrecord")
+    record = program.get_etrecord()
+    with torch.no_grad():
+        record.update_reference_outputs([[model(x)]])
+    record.save(directory / "etkit.etrecord")
     Runtime.get().set_backend_option("XnnpackBackend", "num_threads", 1)
     loaded = Runtime.get().load_program(program.buffer, enable_etdump=True)
     method = loaded.load_method("forward")
@@ -104,6 +107,16 @@ def test_etkit_inspector_reads_executorch_etdump(exchanged):
         eager = module.Small().eval()(*inputs)
     for mine, expected in zip(execute.run_output, eager):
         torch.testing.assert_close(mine, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_executorch_reads_etkit_reference_outputs(exchanged):
+    """ExecuTorch's parse_etrecord reads the reference outputs etkit's ETRecord carries: forward's one case,
+    MobileNetV2's eager logits."""
+    theirs = torch.load(exchanged / "et_reference_outputs_of_etkit.pt", weights_only=True)
+    ours = __import__("etkit.devtools.etrecord", fromlist=["x"]).parse_etrecord(exchanged / "etkit.etrecord")
+    assert list(theirs) == ["forward"] and len(theirs["forward"]) == 1
+    torch.testing.assert_close(theirs["forward"][0][0], ours._reference_outputs["forward"][0][0], atol=0, rtol=0)
+    assert theirs["forward"][0][0].shape == (1, 1000)
 
 
 def test_etrecords_both_ways(exchanged):

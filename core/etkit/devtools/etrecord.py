@@ -12,7 +12,10 @@ The file is a zip in ExecuTorch 1.5.1's ETRecord layout (``executorch/devtools/e
 - ``edge_dialect_exported_program/<method>`` (and the same three suffixes): each method's Edge program
   before lowering, whose ``call_function`` nodes carry ``meta["debug_handle"]``;
 - ``debug_handle_map``, ``delegate_map``, ``instruction_id_to_num_outs_map``: JSON, per method,
-  keyed by instruction index (``ExecutorchProgramManager.debug_handle_map`` / ``delegate_map``).
+  keyed by instruction index (``ExecutorchProgramManager.debug_handle_map`` / ``delegate_map``);
+- ``representative_inputs`` (``torch.save``: a list of input lists) and ``reference_outputs``
+  (``torch.save``: ``{method: [expected outputs of each bundled test case]}``), when known
+  (:meth:`ETRecord.update_representative_inputs`, :meth:`ETRecord.update_reference_outputs`).
 
 Programs are written with torch's ``torch.export`` serializer (``torch._export.serde.serialize``), whose
 artifact parts are the ones ExecuTorch's ETRecord stores, then brought to the serialized-program schema
@@ -43,6 +46,7 @@ EDGE_PREFIX = "edge_dialect_exported_program/"
 _PARTS = ("", "_state_dict", "_constants", "_example_inputs")
 _MAPS = ("debug_handle_map", "delegate_map", "instruction_id_to_num_outs_map")
 REPRESENTATIVE_INPUTS = "representative_inputs"
+REFERENCE_OUTPUTS = "reference_outputs"
 
 #: The serialized-program schema ExecuTorch 1.5.1 reads (executorch/exir/serde/schema.py SCHEMA_VERSION).
 EXECUTORCH_SCHEMA_VERSION = {"major": 5, "minor": 4}
@@ -222,18 +226,26 @@ class ETRecord:
         edge_dialect_program: ``{method: Edge ExportedProgram}`` before lowering, nodes with debug handles.
         _debug_handle_map / _delegate_map / _instruction_id_to_num_outs_map: ``{method: {instruction
             index (str): ...}}``, ExecuTorch's attribute names.
+        representative_inputs: a list of input tuples (see :meth:`update_representative_inputs`).
+        _reference_outputs: ``{method: [outputs per bundled test case]}`` or None (see
+            :meth:`update_reference_outputs`).
     """
 
     def __init__(self, exported_program: Optional[ExportedProgram] = None, edge_dialect_program: Optional[dict] = None,
                  debug_handle_map: Optional[dict] = None, delegate_map: Optional[dict] = None,
                  instruction_id_to_num_outs_map: Optional[dict] = None, node_tables: Optional[dict] = None,
-                 representative_inputs: Optional[list] = None) -> None:
+                 representative_inputs: Optional[list] = None, reference_outputs: Optional[dict] = None) -> None:
         self.exported_program = exported_program
         #: inputs the program is meant to run on (a list of input tuples), the reference run's inputs for
         #: the Inspector's calculate_numeric_gap; by default the exported program's example inputs
         self.representative_inputs = list(representative_inputs) if representative_inputs is not None else (
             [tuple(exported_program.example_inputs[0])] if exported_program is not None
             and exported_program.example_inputs is not None else None)
+        #: ``{method: [outputs of test case 0, of test case 1, ...]}``: what each bundled test case must
+        #: give (ExecuTorch's ``_reference_outputs``); the Inspector gives an event block run on bundled
+        #: input k the reference output k (``EventBlock.reference_output``)
+        self._reference_outputs = {m: [list(o) for o in outs] for m, outs in reference_outputs.items()} \
+            if reference_outputs is not None else None
         self.edge_dialect_program = dict(edge_dialect_program or {})
         self._debug_handle_map = _json_keys(debug_handle_map or {})
         self._delegate_map = _json_keys(delegate_map or {})
@@ -249,6 +261,45 @@ class ETRecord:
                    {m: i["debug_handle_map"] for m, i in info.items()},
                    {m: i["delegate_map"] for m, i in info.items()},
                    {m: i["instruction_id_to_num_outs_map"] for m, i in info.items()})
+
+    def update_representative_inputs(self, representative_inputs) -> None:
+        """Sets :attr:`representative_inputs`: a list of input tuples, or a ``BundledProgram`` whose
+        ``forward`` test cases' inputs are taken (ExecuTorch's ``ETRecord.update_representative_inputs``).
+
+        Raises:
+            ValueError: the bundled program has no ``forward`` test case.
+        """
+        from etkit.devtools.bundled_program import BundledProgram
+
+        if isinstance(representative_inputs, BundledProgram):
+            cases = [c for s in representative_inputs.method_test_suites if s.method_name == "forward"
+                     for c in s.test_cases]
+            if not cases:
+                raise ValueError("the bundled program has no test case for 'forward' to take inputs from")
+            representative_inputs = [tuple(c.inputs) for c in cases]
+        self.representative_inputs = [tuple(i) for i in representative_inputs]
+
+    def update_reference_outputs(self, reference_outputs) -> None:
+        """Sets the reference outputs: ``{method: [outputs per test case]}``, a list (taken as ``forward``'s),
+        or a ``BundledProgram`` whose test cases' expected outputs are taken (ExecuTorch's
+        ``ETRecord.update_reference_outputs``).
+
+        Raises:
+            ValueError: a bundled test case has no expected outputs (names the method and case).
+        """
+        from etkit.devtools.bundled_program import BundledProgram
+
+        if isinstance(reference_outputs, BundledProgram):
+            found = {}
+            for suite in reference_outputs.method_test_suites:
+                for k, case in enumerate(suite.test_cases):
+                    if not case.expected_outputs:
+                        raise ValueError(f"test case {k} of method {suite.method_name!r} has no expected outputs")
+                    found.setdefault(suite.method_name, []).append(list(case.expected_outputs))
+            reference_outputs = found
+        elif isinstance(reference_outputs, (list, tuple)):
+            reference_outputs = {"forward": list(reference_outputs)}
+        self._reference_outputs = {m: [list(o) for o in outs] for m, outs in reference_outputs.items()}
 
     def save(self, path: "str | os.PathLike") -> None:
         """Writes the zip (layout in the module docstring).
@@ -274,6 +325,10 @@ class ETRecord:
                 buffer = io.BytesIO()
                 torch.save([list(i) for i in self.representative_inputs], buffer)
                 zf.writestr(REPRESENTATIVE_INPUTS, buffer.getvalue())
+            if self._reference_outputs is not None:
+                buffer = io.BytesIO()
+                torch.save(self._reference_outputs, buffer)
+                zf.writestr(REFERENCE_OUTPUTS, buffer.getvalue())
             zf.writestr("debug_handle_map", json.dumps(self._debug_handle_map))
             zf.writestr("delegate_map", json.dumps(self._delegate_map))
             zf.writestr("instruction_id_to_num_outs_map", json.dumps(self._instruction_id_to_num_outs_map))
@@ -382,6 +437,17 @@ def parse_etrecord(etrecord_path: "str | os.PathLike | bytes") -> ETRecord:
                 raise ETRecordError(f"{where}: entry {REPRESENTATIVE_INPUTS} cannot be read: {exc}") from None
             if not isinstance(inputs, (list, tuple)) or not all(isinstance(i, (list, tuple)) for i in inputs):
                 raise ETRecordError(f"{where}: entry {REPRESENTATIVE_INPUTS} is not a list of input lists")
+        references = None
+        if REFERENCE_OUTPUTS in names:
+            try:
+                references = torch.load(io.BytesIO(zf.read(REFERENCE_OUTPUTS)), weights_only=True)
+            except Exception as exc:  # torch.load names what it cannot unpickle
+                raise ETRecordError(f"{where}: entry {REFERENCE_OUTPUTS} cannot be read: {exc}") from None
+            if not isinstance(references, dict) or not all(
+                    isinstance(m, str) and isinstance(outs, (list, tuple)) and all(isinstance(o, (list, tuple))
+                                                                                  for o in outs)
+                    for m, outs in references.items()):
+                raise ETRecordError(f"{where}: entry {REFERENCE_OUTPUTS} is not {{method: [output lists]}}")
         edge, tables = {}, {}
         for name in sorted(names):
             if name.startswith(EDGE_PREFIX) and not name.endswith(_PARTS[1:]):
@@ -391,4 +457,5 @@ def parse_etrecord(etrecord_path: "str | os.PathLike | bytes") -> ETRecord:
             tables["forward"], edge["forward"] = _read_program(zf, "edge_dialect_exported_program", where)
     return ETRecord(exported, edge, maps["debug_handle_map"], maps["delegate_map"],
                     maps["instruction_id_to_num_outs_map"], node_tables=tables,
-                    representative_inputs=[tuple(i) for i in inputs] if inputs is not None else None)
+                    representative_inputs=[tuple(i) for i in inputs] if inputs is not None else None,
+                    reference_outputs=references)

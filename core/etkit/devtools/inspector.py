@@ -131,7 +131,9 @@ class Event:
 
 @dataclass
 class EventBlock:
-    """The events of runs with the same signature; ``run_output`` holds the logged method outputs."""
+    """The events of runs with the same signature; ``run_output`` holds the logged method outputs. A block
+    run on a bundled test case's inputs (``load_bundled_input``) has its ``bundled_input_index`` and, with an
+    ETRecord holding reference outputs, that case's expected outputs in ``reference_output``."""
 
     name: str
     events: list = field(default_factory=list)
@@ -139,6 +141,7 @@ class EventBlock:
     target_time_scale: TimeScale = TimeScale.MS
     bundled_input_index: Optional[int] = None
     run_output: list = field(default_factory=list)
+    reference_output: Optional[list] = None
 
     def to_dataframe(self, include_units: bool = False):
         import pandas as pd
@@ -249,6 +252,27 @@ def _associate(blocks: list, etrecord, where: str) -> None:
                 event.op_types.append(info.target)
 
 
+def _attach_reference_outputs(blocks: list, etrecord, where: str) -> None:
+    """Gives each block run on bundled test case k the ETRecord's reference outputs of case k of ``forward``.
+
+    Raises:
+        ETRecordError: the ETDump ran a test case the ETRecord has no reference outputs for.
+    """
+    from etkit.devtools.etrecord import ETRecordError
+
+    references = (etrecord._reference_outputs or {}).get("forward")
+    if references is None:
+        return
+    for block in blocks:
+        k = block.bundled_input_index
+        if k is None:
+            continue
+        if not 0 <= k < len(references):
+            raise ETRecordError(f"{where}: block {block.name!r} ran bundled test case {k}; the ETRecord has reference "
+                                f"outputs for {len(references)} test case(s) of 'forward'")
+        block.reference_output = list(references[k])
+
+
 class Inspector:
     """Reads an ETDump (and optionally its debug buffer) into :attr:`event_blocks` (ExecuTorch's
     ``executorch.devtools.Inspector``; seed page "Inspector APIs").
@@ -296,6 +320,7 @@ class Inspector:
             raise ETDumpError(f"{os.fspath(etdump_path)}: {exc}") from None
         if self._etrecord is not None:
             _associate(self.event_blocks, self._etrecord, os.fspath(etdump_path))
+            _attach_reference_outputs(self.event_blocks, self._etrecord, os.fspath(etdump_path))
         if self.dropped_events:
             warnings.warn(f"{os.fspath(etdump_path)}: the runtime dropped {self.dropped_events} events (its event "
                           f"storage was full); raise etdump_capacity", stacklevel=2)

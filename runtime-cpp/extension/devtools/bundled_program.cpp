@@ -564,6 +564,8 @@ Error load_bundled_input(Method& method, const BundledProgramView& bundle, size_
                        test_case_index, name, detail);
     }
   }
+  // As ExecuTorch's load_bundled_input: the ETDump's next runs say which test case they ran.
+  if (runtime::EventTracer* tracer = method.event_tracer()) tracer->set_bundled_input_index(int32_t(test_case_index));
   return Error::Ok;
 }
 

@@ -158,10 +158,11 @@ std::vector<uint8_t> serialize(const EventTracer& tracer) {
   std::vector<flatbuffers::Offset<efb::RunData>> runs;
   std::vector<flatbuffers::Offset<efb::Event>> events;
   std::string block;
+  int32_t bundled_input_index = -1;
   bool open = false;
   auto close = [&]() {
     if (!open) return;
-    runs.push_back(efb::CreateRunDataDirect(b, block.c_str(), -1, nullptr, &events));
+    runs.push_back(efb::CreateRunDataDirect(b, block.c_str(), bundled_input_index, nullptr, &events));
     events.clear();
     open = false;
   };
@@ -169,11 +170,13 @@ std::vector<uint8_t> serialize(const EventTracer& tracer) {
     if (e.kind == ProfileEventKind::Block) {
       close();
       block = e.name;
+      bundled_input_index = e.instruction;
       open = true;
       continue;
     }
     if (!open) {  // events recorded before any block (a LastExecute tracer): one block "Execute"
       block = "Execute";
+      bundled_input_index = -1;
       open = true;
     }
     switch (e.kind) {

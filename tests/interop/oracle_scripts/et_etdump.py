@@ -4,7 +4,8 @@
 
 1. Reads DIR/etkit.etdp (written by etkit's runtime) with ExecuTorch's Inspector and writes its view to
    DIR/et_view_of_etkit.json; then with etkit's ETRecord DIR/etkit.etrecord too (parse_etrecord reads it),
-   to DIR/et_view_of_etkit_with_etrecord.json.
+   to DIR/et_view_of_etkit_with_etrecord.json, and the reference outputs parse_etrecord finds in it to
+   DIR/et_reference_outputs_of_etkit.pt.
 2. Lowers a small model (a conv and a linear on XNNPACK, a sum on portable kernels) with ExecuTorch, runs
    it twice in ExecuTorch's runtime with an ETDump and a debug buffer (intermediate outputs), writes
    DIR/et.etdp, DIR/et.bin, its ETRecord DIR/et.etrecord, the inputs DIR/et_inputs.pt, and ExecuTorch's
@@ -53,6 +54,9 @@ def main(directory: Path) -> None:
         (directory / "et_view_of_etkit.json").write_text(json.dumps(view(inspector)))
         inspector = Inspector(etdump_path=str(directory / "etkit.etdp"), etrecord=str(directory / "etkit.etrecord"))
         (directory / "et_view_of_etkit_with_etrecord.json").write_text(json.dumps(view(inspector)))
+        from executorch.devtools.etrecord import parse_etrecord
+        torch.save(parse_etrecord(str(directory / "etkit.etrecord"))._reference_outputs,
+                   directory / "et_reference_outputs_of_etkit.pt")
 
     torch.manual_seed(1)
     inputs = (torch.randn(1, 3, 8, 8), torch.randn(2, 8))

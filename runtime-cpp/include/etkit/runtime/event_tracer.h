@@ -33,7 +33,8 @@ enum class ProfileEventKind : uint8_t {
   Operator = 1,          // one kernel call (name: "aten::add.out")
   DelegateCall = 2,      // one delegate call (name: the backend id)
   DelegateInternal = 3,  // logged by a delegate during its call (name: the delegate's label)
-  Block = 4,             // Mode::Accumulate: the events that follow belong to block `name`
+  Block = 4,             // Mode::Accumulate: the events that follow belong to block `name`; `instruction`
+                         // holds the block's bundled input index (-1: none)
   Load = 5,              // Program::load_method (name "Program::load_method")
   Debug = 6,             // a logged value (ProfileEvent::value)
 };
@@ -130,9 +131,14 @@ class EventTracer final {
       debug_used_ = 0;
     } else {
       const int64_t t = now_ns();
-      record(ProfileEventKind::Block, "Execute", "", t, t, -1);
+      record(ProfileEventKind::Block, "Execute", "", t, t, bundled_input_index_);
     }
   }
+  /// The bundled program test case (BundledProgram) whose inputs the following executions run, or -1:
+  /// each later "Execute" block carries it (ETDump's RunData.bundled_input_index), so the Inspector pairs
+  /// the block with that case's reference outputs. load_bundled_input() sets it.
+  void set_bundled_input_index(int32_t index) { bundled_input_index_ = index; }
+  int32_t bundled_input_index() const { return bundled_input_index_; }
   /// Forget everything recorded (the storage and the debug buffer are reused).
   void reset() {
     size_ = 0;
@@ -162,6 +168,7 @@ class EventTracer final {
   DebugLevel debug_level_ = DebugLevel::None;
   const char* current_backend_ = "";
   int32_t current_instruction_ = -1;
+  int32_t bundled_input_index_ = -1;
 };
 
 }  // namespace etkit::runtime

@@ -78,7 +78,8 @@ Error get_program_data(const void* data, size_t size, const void** program_data,
 /// Sets every input of `method` from test case `test_case_index` of the suite for `method_name` (the
 /// method's own name when null). Tensor inputs are copied into memory-planned inputs; an input that is
 /// not memory-planned is bound to the bytes inside the .bpte, which must then outlive the next
-/// execute(). Int/Double/Bool inputs replace the method's value.
+/// execute(). Int/Double/Bool inputs replace the method's value. A traced method's event tracer is told the
+/// test case index (EventTracer::set_bundled_input_index: the ETDump's next "Execute" blocks carry it).
 /// Errors: NotFound (no suite for the method), InvalidArgument (index out of range, input count,
 /// dtype, rank, shape or layout differs from the method's: the message names the input and both).
 Error load_bundled_input(Method& method, const BundledProgramView& bundle, size_t test_case_index,
