@@ -94,3 +94,39 @@ def test_a_perturbed_conv_is_where_the_gap_starts(quantized, tmp_path):
     conv_rows = table[table.apply(lambda r: "convolution" in _op(r), axis=1)]
     first_bad_conv = conv_rows[conv_rows["mse"] > 1e-6].iloc[0]
     assert first_bad_conv["aot_ops"] == [target.name]
+
+
+def test_custom_comparator_sees_every_pair_and_scores_it(tmp_path):
+    """A NumericalComparatorBase subclass (ExecuTorch's extension point): its preprocessing gets every
+    (reference, runtime) pair keyed by debug handles and may transform them, its element_compare scores each.
+    On portable kernels the runtime equals eager within 1e-5; after preprocessing adds 1.0 to every runtime
+    output, the max-abs gap is 1.0 for each operator (within 1e-5), and the built-in names still work."""
+    from etkit.devtools import NumericalComparatorBase
+
+    class MaxAbsAfterShift(NumericalComparatorBase):
+        seen = 0
+
+        def preprocessing(self, mapping):
+            type(self).seen = len(mapping)
+            assert self.inspector is not None
+            return {aot: (handles, runtime + 1.0) for aot, (handles, runtime) in mapping.items()}
+
+        def element_compare(self, a, b) -> float:
+            return float((a.double() - b.double()).abs().max())
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    x = torch.randn(2, 8)
+    edge = etkit.to_edge(torch.export.export(model, (x,)), generate_etrecord=True)
+    table, outputs = _gap_table(edge, x, tmp_path, "small")
+    torch.testing.assert_close(outputs[0], model(x).detach(), atol=1e-5, rtol=1e-5)
+    assert (table["mse"] < 1e-10).all() and len(table) >= 3
+    inspector = Inspector(etdump_path=tmp_path / "small.etdp", etrecord=tmp_path / "small.etrecord",
+                          debug_buffer_path=tmp_path / "small.bin")
+    shifted = inspector.calculate_numeric_gap(MaxAbsAfterShift())
+    assert MaxAbsAfterShift.seen == len(table) == len(shifted)
+    assert all(abs(g[0] - 1.0) <= 1e-5 for g in shifted["gap"])
+    assert list(shifted["aot_ops"]) == list(table["aot_ops"])
+    with pytest.raises(ValueError, match=r"unknown distance 'cosine'; use one of \['L1', 'MSE', 'SNR'\] or a "
+                                         r"NumericalComparatorBase"):
+        inspector.calculate_numeric_gap("cosine")

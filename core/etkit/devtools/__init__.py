@@ -16,6 +16,7 @@ _LAZY = {
     "ETRecord": "etkit.devtools.etrecord",
     "generate_etrecord": "etkit.devtools.etrecord",
     "parse_etrecord": "etkit.devtools.etrecord",
+    "NumericalComparatorBase": "etkit.devtools.numerical_comparator",
 }
 
 __all__ = sorted(_LAZY)

@@ -387,7 +387,7 @@ class Inspector:
                              f"(methods: {sorted(self._etrecord.edge_dialect_program)})")
         return program
 
-    def calculate_numeric_gap(self, distance: str = "MSE", inputs: Optional[Sequence[Any]] = None):
+    def calculate_numeric_gap(self, distance="MSE", inputs: Optional[Sequence[Any]] = None):
         """Compares each operator's runtime output (the ETDump's intermediate outputs, last execute) with
         the output of the same Edge node run in torch eager on the same inputs (ExecuTorch's
         ``calculate_numeric_gap``, seed page "Debugging Models in ExecuTorch").
@@ -399,8 +399,10 @@ class Inspector:
         ETRecord's first representative inputs, the exported program's example inputs).
 
         Args:
-            distance: "MSE" (mean squared difference), "L1" (mean absolute difference) or "SNR" (dB,
-                10 log10(reference power / difference power); lower is worse).
+            distance: "MSE" (mean squared difference), "L1" (mean absolute difference), "SNR" (dB,
+                10 log10(reference power / difference power); lower is worse), or a
+                :class:`~etkit.devtools.numerical_comparator.NumericalComparatorBase` of your own (its
+                ``preprocessing`` sees every pair first, its ``element_compare`` scores each).
         Returns:
             pandas.DataFrame, one row per compared instruction, in execution order: aot_ops,
             aot_intermediate_output, runtime_ops, runtime_intermediate_output, gap, stacktraces.
@@ -411,15 +413,10 @@ class Inspector:
         import pandas as pd
         import torch
 
-        metrics = {
-            "MSE": lambda r, x: float((r - x).pow(2).mean()) if r.numel() else 0.0,
-            "L1": lambda r, x: float((r - x).abs().mean()) if r.numel() else 0.0,
-            "SNR": lambda r, x: float("inf") if torch.equal(r, x) else float(
-                10 * torch.log10(r.pow(2).mean() / (r - x).pow(2).mean())),
-        }
-        if distance.upper() not in metrics:
-            raise ValueError(f"unknown distance {distance!r}; use one of {sorted(metrics)}")
-        metric = metrics[distance.upper()]
+        from etkit.devtools.numerical_comparator import comparator_for
+
+        comparator = comparator_for(distance)
+        comparator.inspector = self
         program = self.get_exported_program()
         if inputs is None:
             inputs = (self._etrecord.representative_inputs or [None])[0]
@@ -434,7 +431,7 @@ class Inspector:
             raise ValueError("the ETDump has no Execute block")
         method = "forward" if "forward" in self._etrecord._instruction_id_to_num_outs_map else None
         num_outs = self._etrecord._instruction_id_to_num_outs_map.get(method or "", {})
-        rows = []
+        mapping, described = {}, {}
         for event in blocks[-1].events:
             if event.name not in ("OPERATOR_CALL", "DELEGATE_CALL") or event.debug_handles is None:
                 continue
@@ -458,16 +455,22 @@ class Inspector:
                 if (not isinstance(expected, torch.Tensor) or expected.shape != runtime.shape
                         or expected.dtype != runtime.dtype):
                     continue
-                rows.append({
-                    "aot_ops": [node.name], "aot_intermediate_output": expected,
-                    "runtime_ops": [event.name if event.name != "OPERATOR_CALL" else str(event.op_types[:1])],
-                    "runtime_intermediate_output": runtime,
-                    "gap": [metric(expected.detach().double(), runtime.double())],
-                    "stacktraces": {node.name: node.meta.get("stack_trace")},
-                })
-        if not rows:
+                key = ((node.meta["debug_handle"],), expected.detach())
+                mapping[key] = (tuple(handles), runtime)
+                described[key[0]] = (node, event.name if event.name != "OPERATOR_CALL" else str(event.op_types[:1]))
+        if not mapping:
             raise ValueError("nothing to compare: the ETDump holds no intermediate outputs of instructions the "
                              "ETRecord maps (load the program with debug_buffer_size > 0)")
+        rows = []
+        for (aot_handles, expected), (_, runtime) in comparator.preprocessing(mapping).items():
+            node, runtime_op = described.get(aot_handles, (None, None))
+            name = node.name if node is not None else str(aot_handles)
+            rows.append({
+                "aot_ops": [name], "aot_intermediate_output": expected,
+                "runtime_ops": [runtime_op], "runtime_intermediate_output": runtime,
+                "gap": [comparator.element_compare(expected, runtime)],
+                "stacktraces": {name: node.meta.get("stack_trace") if node is not None else None},
+            })
         return pd.DataFrame(rows)
 
 
