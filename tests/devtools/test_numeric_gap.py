@@ -130,3 +130,30 @@ def test_custom_comparator_sees_every_pair_and_scores_it(tmp_path):
     with pytest.raises(ValueError, match=r"unknown distance 'cosine'; use one of \['L1', 'MSE', 'SNR'\] or a "
                                          r"NumericalComparatorBase"):
         inspector.calculate_numeric_gap("cosine")
+
+
+def test_exported_program_as_the_reference(tmp_path):
+    """reference_graph="exported_program": each compared row is an ATen node of the program as exported (the
+    decomposed linear is compared at its addmm, with linear's output), with a gap within float32 rounding
+    (portable kernels: MSE <= 1e-10); the Edge reference compares the Edge nodes; an unknown graph is refused."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.linear = torch.nn.Linear(8, 8)
+            self.norm = torch.nn.LayerNorm(8)
+
+        def forward(self, x):
+            return torch.nn.functional.gelu(self.norm(self.linear(x))).softmax(-1)
+
+    x = torch.randn(2, 8)
+    edge = etkit.to_edge(torch.export.export(Block().eval(), (x,)), generate_etrecord=True)
+    edge_table, _ = _gap_table(edge, x, tmp_path, "block")
+    inspector = Inspector(etdump_path=tmp_path / "block.etdp", etrecord=tmp_path / "block.etrecord",
+                          debug_buffer_path=tmp_path / "block.bin")
+    aten_table = inspector.calculate_numeric_gap("MSE", reference_graph="exported_program")
+    assert [ops[0] for ops in aten_table["aot_ops"]] == ["linear", "gelu", "softmax"]
+    assert all(g[0] <= 1e-10 for g in aten_table["gap"])
+    assert "addmm" in [ops[0] for ops in edge_table["aot_ops"]]
+    with pytest.raises(ValueError, match="unknown reference_graph 'aten'"):
+        inspector.calculate_numeric_gap("MSE", reference_graph="aten")

@@ -387,7 +387,8 @@ class Inspector:
                              f"(methods: {sorted(self._etrecord.edge_dialect_program)})")
         return program
 
-    def calculate_numeric_gap(self, distance="MSE", inputs: Optional[Sequence[Any]] = None):
+    def calculate_numeric_gap(self, distance="MSE", inputs: Optional[Sequence[Any]] = None,
+                              reference_graph: Optional[str] = None):
         """Compares each operator's runtime output (the ETDump's intermediate outputs, last execute) with
         the output of the same Edge node run in torch eager on the same inputs (ExecuTorch's
         ``calculate_numeric_gap``, seed page "Debugging Models in ExecuTorch").
@@ -397,6 +398,13 @@ class Inspector:
         compared with its node; a delegate call's outputs (the last ``num_outs`` tensors it logged) with
         its partition's outputs, in order of shape. ``inputs``: what the runtime ran on (default: the
         ETRecord's first representative inputs, the exported program's example inputs).
+
+        With ``reference_graph="exported_program"`` the reference is the program as exported, before Edge
+        (the ETRecord's ``exported_program``): each Edge node is traced back to the ATen node it came from
+        (``node.meta["from_node"]``), and only the Edge node that produces that ATen node's value (e.g. the
+        ``addmm`` of a decomposed ``linear``) is compared, with the ATen node's output. The default (None or
+        ``"edge_dialect_exported_program"``) is the Edge program; ExecuTorch's default prefers the exported
+        program when it can trace every node back.
 
         Args:
             distance: "MSE" (mean squared difference), "L1" (mean absolute difference), "SNR" (dB,
@@ -408,12 +416,17 @@ class Inspector:
             aot_intermediate_output, runtime_ops, runtime_intermediate_output, gap, stacktraces.
         Raises:
             ValueError: no ETRecord, no loadable Edge program in it, no inputs, no intermediate outputs in
-                the ETDump (record it with a debug buffer), or an unknown distance.
+                the ETDump (record it with a debug buffer), an unknown distance or reference graph, or
+                ``"exported_program"`` without an exported program in the ETRecord.
         """
         import pandas as pd
         import torch
 
         from etkit.devtools.numerical_comparator import comparator_for
+
+        if reference_graph not in (None, "edge_dialect_exported_program", "exported_program"):
+            raise ValueError(f"unknown reference_graph {reference_graph!r}; use 'edge_dialect_exported_program' "
+                             f"(the default) or 'exported_program'")
 
         comparator = comparator_for(distance)
         comparator.inspector = self
@@ -423,7 +436,18 @@ class Inspector:
         if inputs is None:
             raise ValueError("no inputs: pass inputs=[...] (what the runtime ran on), or record representative "
                              "inputs in the ETRecord")
-        reference = _reference_outputs(program, list(inputs))
+        if reference_graph == "exported_program":
+            aten = getattr(self._etrecord, "exported_program", None)
+            if aten is None:
+                raise ValueError("reference_graph='exported_program' needs the exported program in the ETRecord "
+                                 "(lower with generate_etrecord=True, or pass exported_program to "
+                                 "generate_etrecord)")
+            aten_outputs = {n.name: v for n, v in _reference_outputs(aten, list(inputs)).items()}
+            aot_names = _aten_producers(program, set(aten_outputs))
+            reference = {edge: aten_outputs[name] for edge, name in aot_names.items()}
+        else:
+            reference = _reference_outputs(program, list(inputs))
+            aot_names = {}
         nodes = program.graph.nodes
         by_handle = {n.meta.get("debug_handle"): n for n in nodes if isinstance(n.meta.get("debug_handle"), int)}
         blocks = [b for b in self.event_blocks if b.name == "Execute"]
@@ -464,7 +488,7 @@ class Inspector:
         rows = []
         for (aot_handles, expected), (_, runtime) in comparator.preprocessing(mapping).items():
             node, runtime_op = described.get(aot_handles, (None, None))
-            name = node.name if node is not None else str(aot_handles)
+            name = aot_names.get(node, node.name) if node is not None else str(aot_handles)
             rows.append({
                 "aot_ops": [name], "aot_intermediate_output": expected,
                 "runtime_ops": [runtime_op], "runtime_intermediate_output": runtime,
@@ -472,6 +496,39 @@ class Inspector:
                 "stacktraces": {name: node.meta.get("stack_trace") if node is not None else None},
             })
         return pd.DataFrame(rows)
+
+
+def _aten_origin(node, aten_names: set) -> Optional[str]:
+    """The name of the exported program's node that Edge node ``node`` came from (its ``from_node`` chain,
+    nearest first), or None."""
+    sources = node.meta.get("from_node") or []
+    while sources:
+        source = sources[-1]
+        if source.name in aten_names:
+            return source.name
+        sources = source.from_node
+    return None
+
+
+def _aten_producers(edge_program, aten_names: set) -> dict:
+    """``{Edge node: ATen node name}`` for the Edge nodes that compute their ATen node's value: of the Edge
+    nodes that came from one ATen node, the one whose value is used outside them (a getitem is skipped: its
+    multi-output producer logs another tensor)."""
+    import operator
+
+    groups: dict = {}
+    for node in edge_program.graph.nodes:
+        if node.op == "call_function":
+            name = _aten_origin(node, aten_names)
+            if name is not None:
+                groups.setdefault(name, set()).add(node)
+    producers = {}
+    for name, members in groups.items():
+        leaving = [n for n in members if n.target is not operator.getitem
+                   and any(u not in members for u in n.users)]
+        if len(leaving) == 1:
+            producers[leaving[0]] = name
+    return producers
 
 
 def _reference_outputs(program, inputs: list) -> dict:
