@@ -285,7 +285,8 @@ class ETRecord:
         ``ETRecord.update_reference_outputs``).
 
         Raises:
-            ValueError: a bundled test case has no expected outputs (names the method and case).
+            ValueError: a bundled test case has no expected outputs, or a test case's outputs are not a list
+                (names the method and case).
         """
         from etkit.devtools.bundled_program import BundledProgram
 
@@ -299,6 +300,11 @@ class ETRecord:
             reference_outputs = found
         elif isinstance(reference_outputs, (list, tuple)):
             reference_outputs = {"forward": list(reference_outputs)}
+        for method, outs in reference_outputs.items():
+            for k, case in enumerate(outs):
+                if not isinstance(case, (list, tuple)):
+                    raise ValueError(f"the reference output of test case {k} of method {method!r} is a "
+                                     f"{type(case).__name__}; give each test case's outputs as a list")
         self._reference_outputs = {m: [list(o) for o in outs] for m, outs in reference_outputs.items()}
 
     def save(self, path: "str | os.PathLike") -> None:

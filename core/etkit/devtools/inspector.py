@@ -351,7 +351,9 @@ class Inspector:
     def find_total_for_module(self, module_name: str) -> float:
         """Sum of the average time (target time scale) of the events whose nodes ran inside a module
         whose ``nn_module_stack`` key contains ``module_name`` (ExecuTorch's rule: OPERATOR_CALL rows are
-        skipped, their ``native_call_*`` twins count).
+        skipped, their ``native_call_*`` twins count). A delegate call whose events inside it map to nodes
+        is counted through those events, not as a whole: its time would otherwise count twice, and the
+        events say which modules it spent it on.
 
         Raises:
             ValueError: the Inspector was made without an ETRecord.
@@ -361,8 +363,11 @@ class Inspector:
                              "Inspector(etdump_path=..., etrecord=...)")
         total = 0.0
         for block in self.event_blocks:
+            itemized = {e._instruction_id for e in block.events if e.is_delegated_op and e.debug_handles}
             for event in block.events:
                 if event.name == "OPERATOR_CALL" or event.perf_data is None:
+                    continue
+                if event.name == "DELEGATE_CALL" and event._instruction_id in itemized:
                     continue
                 if any(h and any(module_name in key for key in h) for h in event.module_hierarchy.values()):
                     total += event.perf_data.avg

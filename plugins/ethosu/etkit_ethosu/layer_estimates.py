@@ -38,9 +38,12 @@ def named_data_key(cmd_data: bytes) -> str:
 
 def label(layer) -> str:
     """The event label of a :class:`~etkit_ethosu.vela_compile.LayerEstimate`, e.g.
-    ``"Conv2D clamped_12 (Vela estimate)"``, cut to :data:`MAX_LABEL` bytes keeping the suffix."""
+    ``"Conv2D clamped_12 (Vela estimate)"``, cut to :data:`MAX_LABEL` bytes keeping the suffix. A layer on a
+    tensor Vela made itself (named ``"#<n>"``, numbered by a counter that runs on across compiles in one
+    process) is labelled ``"Transpose #vela (Vela estimate)"``, so the stored bytes are the same every compile."""
     suffix = " (Vela estimate)"
-    head = f"{layer.original_operator} {layer.name}".encode()[:MAX_LABEL - len(suffix)].decode(errors="ignore")
+    name = "#vela" if layer.name.startswith("#") else layer.name
+    head = f"{layer.original_operator} {name}".encode()[:MAX_LABEL - len(suffix)].decode(errors="ignore")
     return head + suffix
 
 

@@ -603,7 +603,7 @@ def test_preprocess_stores_vela_layer_estimates_mapped_to_edge_nodes(lowered_par
     assert [c for c, _ in layers] == [layer.op_cycles for layer in vela.layers]
     assert all(text.endswith(" (Vela estimate)") for _, text in layers)
     mapped = delegate.debug_handle_map
-    # every layer maps but those on tensors Vela made itself ("Transpose #148": layout changes it inserted)
+    # every layer maps but those on tensors Vela made itself ("Transpose #vela": layout changes it inserted)
     assert sorted(mapped) == [k for k, (_, text) in enumerate(layers) if " #" not in text]
     conv_layers = [k for k, (_, text) in enumerate(layers) if text.startswith("Conv2D ")]
     assert len(conv_layers) == 2
