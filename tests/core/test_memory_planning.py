@@ -13,13 +13,13 @@ def _check_no_overlap(plan):
     allocs = plan.allocations
     assert allocs, "nothing was planned"
     for a, b in itertools.combinations(allocs, 2):
-        if overlaps(a, b):
+        if overlaps(a, b) and a.mem_id == b.mem_id:
             assert (a.mem_offset + a.nbytes <= b.mem_offset or b.mem_offset + b.nbytes <= a.mem_offset), (
                 f"{a.name} {a.lifetime} @{a.mem_offset}+{a.nbytes} overlaps {b.name} {b.lifetime} "
                 f"@{b.mem_offset}+{b.nbytes}")
     for a in allocs:
         assert a.mem_offset % 16 == 0
-        assert a.mem_offset + a.nbytes <= plan.buffer_sizes[1]
+        assert a.mem_offset + a.nbytes <= plan.buffer_sizes[a.mem_id]
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +111,57 @@ def test_emitted_program_never_shares_bytes_between_tensors_live_at_once(resnet_
     for (a, s1, e1, lo1, hi1), (b, s2, e2, lo2, hi2) in itertools.combinations(spans, 2):
         if s1 <= e2 and s2 <= e1:
             assert hi1 <= lo2 or hi2 <= lo1, f"values {a} and {b} are live together but share bytes"
+
+
+class SmallInArenaOne(MemoryPlanningPass):
+    """The seed page's "Custom Memory Plans" hook: tensors up to 64 KiB in arena 1 (say, SRAM), the rest in 2."""
+
+    def run(self, graph_module, graph_signature=None):
+        for node in graph_module.graph.nodes:
+            specs = node.meta.get("spec")
+            for spec in specs if isinstance(specs, tuple) else [specs]:
+                if spec is not None:
+                    spec.mem_id = 1 if spec.nbytes <= 64 * 1024 else 2
+        return super().run(graph_module, graph_signature)
+
+
+def test_custom_pass_places_tensors_in_two_arenas(resnet_edge):
+    """Each arena is planned on its own (no two live tensors overlap within one), every spec gets the mem_id
+    and mem_offset it was planned at, the runtime reports both arenas (MethodMeta), and the program's output
+    equals the one-arena program's exactly (the same kernels on the same inputs)."""
+    from etkit.runtime import Runtime
+
+    program = resnet_edge.to_executorch(etkit.ExecutorchBackendConfig(memory_planning_pass=SmallInArenaOne()))
+    plan = program.memory_plans["forward"]
+    _check_no_overlap(plan)
+    assert len(plan.buffer_sizes) == 3 and plan.buffer_sizes[1] > 0 and plan.buffer_sizes[2] > 0
+    assert all((a.mem_id == 1) == (a.nbytes <= 64 * 1024) for a in plan.allocations)
+    for a in plan.allocations:
+        spec = a.node.meta["spec"]
+        spec = spec[a.output_index] if isinstance(spec, tuple) else spec
+        assert (spec.mem_id, spec.mem_offset) == (a.mem_id, a.mem_offset)
+    loaded = Runtime.get().load_program(program.buffer)
+    assert list(loaded.metadata("forward").memory_planned_buffer_sizes) == plan.buffer_sizes[1:]
+    x = torch.randn(1, 3, 64, 64)
+    one_arena = Runtime.get().load_program(resnet_edge.to_executorch().buffer).load_method("forward").execute([x])
+    torch.testing.assert_close(loaded.load_method("forward").execute([x])[0], one_arena[0], atol=0, rtol=0)
+
+
+def test_a_mem_id_that_is_not_a_buffer_is_refused():
+    a = TensorAllocation("a", 100, (0, 1), mem_id=0)
+    with pytest.raises(ValueError, match=r"tensor a: mem_id 0 is not a planned buffer id \(an int >= 1"):
+        MemoryPlanningPass().plan([a])
+    b = TensorAllocation("b", 100, (0, 1), mem_id=3)
+    assert MemoryPlanningPass().plan([b]).buffer_sizes == [0, 0, 0, 112]
+
+
+def test_the_docs_two_arena_example_runs(capsys):
+    """docs/runtime.md "Several planned arenas": its example, as written, and the sizes it states."""
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
+    example = re.search(r"### Several planned arenas.*?```python\n(.*?)```", text, re.S)
+    assert example, "docs/runtime.md lost its two-arena example"
+    exec(compile(example.group(1), "docs/runtime.md", "exec"), {"__name__": "docs_example"})
+    printed = capsys.readouterr().out.strip()
+    assert printed == "(1024, 8192)" and f"# {printed}: arena 1, arena 2" in example.group(1)

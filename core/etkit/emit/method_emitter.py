@@ -49,7 +49,7 @@ from ..backend.delegate import executorch_call_delegate
 from ..backend.utils import CONSTANT_KINDS, get_constant
 from ..dialects.edge import SYM_OPS, SYM_SIZE_OPS
 from ..passes.inplace_updates import inplace_update_call, is_inplace_update
-from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation
+from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation, TensorSpec
 from ..passes.out_variants import bind_arguments, kernel_name, out_variant
 from .dtypes import LAYOUT, MEMORY_FORMAT, dim_order, scalar_type
 
@@ -112,6 +112,26 @@ def upper_bound(node: torch.fx.Node, size) -> int:
     return value
 
 
+def _attach_specs(allocations: list) -> dict:
+    """Gives each planned tensor's node ``meta["spec"]`` (a :class:`TensorSpec`, or a tuple of them for a node
+    with several outputs, as ExecuTorch's nodes carry) and returns ``{(node, output index): spec}``."""
+    by_node: dict = {}
+    for alloc, _ in allocations:
+        if alloc.node is not None:
+            by_node.setdefault(alloc.node, {})[alloc.output_index] = alloc
+    specs = {}
+    for node, outputs in by_node.items():
+        vals = node.meta.get("val")
+        count = len(vals) if isinstance(vals, (tuple, list)) else 1
+        made = [None] * max(count, max(outputs) + 1)
+        for i, alloc in outputs.items():
+            val = vals[i] if isinstance(vals, (tuple, list)) else vals
+            made[i] = specs[(node, i)] = TensorSpec(getattr(val, "dtype", None), tuple(getattr(val, "shape", ())),
+                                                    alloc.nbytes)
+        node.meta["spec"] = tuple(made) if isinstance(vals, (tuple, list)) else made[0]
+    return specs
+
+
 def _concrete_sizes(node: torch.fx.Node, t: torch.Tensor) -> list:
     """Sizes written in the program: the upper bound of every symbolic dimension."""
     return [upper_bound(node, s) for s in t.shape]
@@ -167,13 +187,15 @@ class MethodEmitter:
                          allocationInfo=None, layout=0, shapeDynamism=1 if _is_dynamic(t) else 0)
         return self._add_value(KernelTypes.Tensor, tensor)
 
-    def _planned_tensor(self, node, t: torch.Tensor, label: str, lifetime: tuple, data_buffer_idx: int = 0) -> int:
+    def _planned_tensor(self, node, t: torch.Tensor, label: str, lifetime: tuple, data_buffer_idx: int = 0,
+                        output_index: int = 0) -> int:
         index = self._tensor_value(node, t, data_buffer_idx=data_buffer_idx)
         numel = 1
         for size in _concrete_sizes(node, t):
             numel *= size
         nbytes = numel * t.element_size()
-        self.allocations.append((TensorAllocation(label, nbytes, lifetime), index))
+        self.allocations.append((TensorAllocation(label, nbytes, lifetime, node=node, output_index=output_index),
+                                 index))
         return index
 
     def _scalar(self, value, arg_type=None) -> int:
@@ -368,11 +390,21 @@ class MethodEmitter:
             if is_method_output and not self.planner.alloc_graph_output:
                 outs.append(self._tensor_value(node, t))  # the caller provides this output's memory
             else:
-                outs.append(self._planned_tensor(node, t, label, (position[node], last)))
+                outs.append(self._planned_tensor(node, t, label, (position[node], last), output_index=i))
         self.node_values[node] = tuple(outs) if is_tuple else outs[0]
 
     def _plan_memory(self) -> None:
+        specs = _attach_specs(self.allocations)
+        self.planner.run(self.ep.graph_module, self.ep.graph_signature)  # ExecuTorch's hook: may set mem_id
+        for alloc, _ in self.allocations:
+            spec = specs.get((alloc.node, alloc.output_index))
+            if spec is not None and spec.mem_id is not None:
+                alloc.mem_id = spec.mem_id
         self.plan = self.planner.plan([a for a, _ in self.allocations], self.alignment)
+        for alloc, _ in self.allocations:
+            spec = specs.get((alloc.node, alloc.output_index))
+            if spec is not None:
+                spec.mem_id, spec.mem_offset = alloc.mem_id, alloc.mem_offset
         for alloc, index in self.allocations:
             tensor = self.values[index].val
             tensor.allocationInfo = AllocationDetailsT(memoryId=alloc.mem_id,

@@ -1,9 +1,16 @@
-"""Memory planning: give every non-constant tensor an offset in one planned buffer.
+"""Memory planning: give every non-constant tensor a planned buffer (``mem_id``) and an offset in it.
 
 Seed page "Memory Planning": tensors whose lifetimes do not overlap may share memory. Two algorithms:
 ``naive`` (every tensor its own range) and ``greedy`` (largest first, each placed at the lowest aligned
 offset that overlaps no simultaneously live tensor). Lifetimes are ``[first def, last use]`` in
 instruction order, inclusive.
+
+Several arenas (e.g. fast SRAM and DRAM on a microcontroller) come from ExecuTorch's hook: a subclass of
+:class:`MemoryPlanningPass` overrides ``run(graph_module, graph_signature)``, sets ``node.meta["spec"].mem_id``
+on the nodes it wants elsewhere than buffer 1 (a multi-output node's ``spec`` is a tuple, one per output) and
+returns ``super().run(...)``. Each buffer is planned on its own; the program's ``non_const_buffer_sizes``
+(``MethodMeta.memory_planned_buffer_sizes``) then lists one size per ``mem_id``. After planning, each
+spec's ``mem_offset`` holds the tensor's offset, as in ExecuTorch.
 """
 from __future__ import annotations
 
@@ -27,6 +34,28 @@ class TensorAllocation:
     nbytes: int
     lifetime: tuple
     mem_id: int = 1
+    mem_offset: Optional[int] = None
+    #: the graph node the tensor belongs to and which of its outputs it is (for ``node.meta["spec"]``)
+    node: object = None
+    output_index: int = 0
+
+
+@dataclass(eq=False)
+class TensorSpec:
+    """What memory planning knows of one tensor, kept in ``node.meta["spec"]`` (ExecuTorch's ``TensorSpec``,
+    the fields a custom plan uses).
+
+    Attributes:
+        dtype, shape: the tensor's (upper-bound shape for dynamic dims).
+        nbytes: its size in bytes.
+        mem_id: the planned buffer to place it in (None: buffer 1); a custom ``run`` sets it.
+        mem_offset: its byte offset in that buffer, set by planning.
+    """
+
+    dtype: object
+    shape: tuple
+    nbytes: int
+    mem_id: Optional[int] = None
     mem_offset: Optional[int] = None
 
 
@@ -109,14 +138,32 @@ class MemoryPlanningPass:
         self.alloc_graph_output = alloc_graph_output
         self.alignment = alignment
 
+    def run(self, graph_module, graph_signature=None):
+        """ExecuTorch's hook, called on the method's graph before planning (``node.meta["spec"]`` is set on
+        every planned tensor's node). The default does nothing; override it to set ``spec.mem_id``."""
+        return None
+
     def plan(self, allocs: list, alignment: Optional[int] = None) -> MemoryPlan:
-        """Assign offsets to ``allocs`` (all in buffer 1) and return the plan."""
+        """Assign offsets to ``allocs``, each buffer (``mem_id``) planned on its own, and return the plan.
+
+        Raises:
+            ValueError: an allocation's ``mem_id`` is not an int >= 1 (names the tensor).
+            RuntimeError: a custom algorithm left a tensor without an offset.
+        """
         align = max(self.alignment, alignment or 1)
         algo = self.memory_planning_algo
         fn = ALGORITHMS[algo] if isinstance(algo, str) else algo
-        size = fn(allocs, align) if allocs else 0
+        by_buffer: dict = {}
+        for a in allocs:
+            if isinstance(a.mem_id, bool) or not isinstance(a.mem_id, int) or a.mem_id < 1:
+                raise ValueError(f"tensor {a.name}: mem_id {a.mem_id!r} is not a planned buffer id (an int >= 1; "
+                                 f"0 is reserved by the format)")
+            by_buffer.setdefault(a.mem_id, []).append(a)
+        sizes = [0] * (max(by_buffer, default=0) + 1)
+        for mem_id, group in sorted(by_buffer.items()):
+            sizes[mem_id] = fn(group, align)
         for a in allocs:
             if a.mem_offset is None:
                 raise RuntimeError(f"memory planner {algo!r} left tensor {a.name} without an offset")
         name = algo if isinstance(algo, str) else getattr(algo, "__name__", "custom")
-        return MemoryPlan(allocations=list(allocs), buffer_sizes=[0, size] if allocs else [0], algorithm=name)
+        return MemoryPlan(allocations=list(allocs), buffer_sizes=sizes, algorithm=name)
