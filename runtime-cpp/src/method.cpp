@@ -1,5 +1,6 @@
 // Method loading and the instruction loop (seed pages "ExecuTorch Runtime Overview", "Managing Tensor
 // Memory in C++"). Everything is allocated in Program::load_method; Method::execute does not allocate.
+#include "etkit/runtime/memory_manager.h"
 #include "etkit/runtime/method.h"
 
 #include <algorithm>
@@ -72,11 +73,14 @@ class MethodState {
   const ProgramData* program = nullptr;
   const char* name = "";
   std::string fallback_reason;             // set when this is a "#fallback" twin loaded in place of `name`
-  LoadTimeAllocator alloc;                 // metadata, handles (load time only)
+  LoadTimeAllocator own_alloc;             // metadata, handles (load time only), unless the caller gave one
+  MemoryAllocator* method_allocator = nullptr;  // the caller's (MemoryManager::method_allocator), or null
+  MemoryAllocator& alloc() { return method_allocator != nullptr ? *method_allocator : own_alloc; }
   std::vector<uint8_t*> planned_buffers;   // index = memory_id (0 unused); 64-byte aligned, zeroed
   std::vector<void*> planned_allocations;  // what calloc returned for each (freed with the method)
   std::vector<uint8_t> temp_arena;
-  MemoryAllocator temp_allocator;
+  MemoryAllocator own_temp_allocator;
+  MemoryAllocator* temp_allocator = &own_temp_allocator;  // or the caller's (MemoryManager::temp_allocator)
   std::vector<EValue> values;
   std::vector<bool> tensor_is_planned;     // per value
   std::vector<Instr> instrs;
@@ -140,10 +144,10 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
     return set_error(Error::InvalidProgram, "value %zu: tensor has %zu sizes but %zu dim_order entries", i, dim,
                      dim_order_len);
   }
-  auto* sizes = alloc.allocate_list<SizesType>(dim + 1);
-  auto* dim_order = alloc.allocate_list<DimOrderType>(dim + 1);
-  auto* strides = alloc.allocate_list<StridesType>(dim + 1);
-  auto* tensor = static_cast<Tensor*>(alloc.allocate(sizeof(Tensor), alignof(Tensor)));
+  auto* sizes = alloc().allocate_list<SizesType>(dim + 1);
+  auto* dim_order = alloc().allocate_list<DimOrderType>(dim + 1);
+  auto* strides = alloc().allocate_list<StridesType>(dim + 1);
+  auto* tensor = static_cast<Tensor*>(alloc().allocate(sizeof(Tensor), alignof(Tensor)));
   if (!sizes || !dim_order || !strides || !tensor) {
     return set_error(Error::MemoryAllocationFailed, "value %zu: cannot allocate tensor metadata", i);
   }
@@ -310,8 +314,8 @@ Error MethodState::parse_values() {
         const auto* items = v->val_as_IntList()->items();
         size_t m = items == nullptr ? 0 : items->size();
         BoxedList<int64_t> list;
-        auto** wrapped = alloc.allocate_list<EValue*>(m + 1);
-        list.unwrapped = alloc.allocate_list<int64_t>(m + 1);
+        auto** wrapped = alloc().allocate_list<EValue*>(m + 1);
+        list.unwrapped = alloc().allocate_list<int64_t>(m + 1);
         if (!wrapped || !list.unwrapped) return set_error(Error::MemoryAllocationFailed, "value %zu: int list", i);
         for (size_t j = 0; j < m; ++j) {
           int64_t idx = items->Get(static_cast<flatbuffers::uoffset_t>(j));
@@ -329,8 +333,8 @@ Error MethodState::parse_values() {
         const auto* items = optional ? v->val_as_OptionalTensorList()->items() : v->val_as_TensorList()->items();
         size_t m = items == nullptr ? 0 : items->size();
         BoxedList<Tensor*> list;
-        auto** wrapped = alloc.allocate_list<EValue*>(m + 1);
-        list.unwrapped = alloc.allocate_list<Tensor*>(m + 1);
+        auto** wrapped = alloc().allocate_list<EValue*>(m + 1);
+        list.unwrapped = alloc().allocate_list<Tensor*>(m + 1);
         if (!wrapped || !list.unwrapped) return set_error(Error::MemoryAllocationFailed, "value %zu: tensor list", i);
         for (size_t j = 0; j < m; ++j) {
           int32_t idx = items->Get(static_cast<flatbuffers::uoffset_t>(j));
@@ -424,7 +428,7 @@ Error MethodState::resolve_operators() {
     const char* name = op->name()->c_str();
     const char* overload = op->overload() == nullptr ? "" : op->overload()->c_str();
     size_t len = std::strlen(name) + 1 + std::strlen(overload) + 1;
-    char* full = static_cast<char*>(alloc.allocate(len, 1));
+    char* full = static_cast<char*>(alloc().allocate(len, 1));
     if (full == nullptr) return set_error(Error::MemoryAllocationFailed, "operator name");
     std::snprintf(full, len, overload[0] ? "%s.%s" : "%s", name, overload);
     op_names[i] = full;
@@ -473,7 +477,7 @@ Error MethodState::init_delegates(const NamedDataMap* named, EventTracer* event_
     }
     const auto* specs = d->compile_specs();
     size_t num_specs = specs == nullptr ? 0 : specs->size();
-    auto* cspecs = alloc.allocate_list<CompileSpec>(num_specs + 1);
+    auto* cspecs = alloc().allocate_list<CompileSpec>(num_specs + 1);
     if (cspecs == nullptr) return set_error(Error::MemoryAllocationFailed, "compile specs");
     for (size_t j = 0; j < num_specs; ++j) {
       const fb::CompileSpec* s = specs->Get(static_cast<flatbuffers::uoffset_t>(j));
@@ -481,7 +485,7 @@ Error MethodState::init_delegates(const NamedDataMap* named, EventTracer* event_
       cspecs[j].value.buffer = (s != nullptr && s->value() != nullptr) ? s->value()->data() : nullptr;
       cspecs[j].value.nbytes = (s != nullptr && s->value() != nullptr) ? s->value()->size() : 0;
     }
-    BackendInitContext ctx(&alloc, named, name, event_tracer);
+    BackendInitContext ctx(&alloc(), named, name, event_tracer);
     clear_error_message();
     Result<DelegateHandle*> handle = backend->init(ctx, &processed, Span<const CompileSpec>(cspecs, num_specs));
     if (!handle.ok()) {
@@ -513,7 +517,7 @@ Error MethodState::parse_instructions() {
   auto value_ok = [&](int64_t idx) { return idx >= 0 && static_cast<size_t>(idx) < values.size(); };
   auto build_args = [&](size_t pc, const flatbuffers::Vector<int32_t>* args, Span<EValue*>& out) -> Error {
     size_t m = args == nullptr ? 0 : args->size();
-    auto** arr = alloc.allocate_list<EValue*>(m + 1);
+    auto** arr = alloc().allocate_list<EValue*>(m + 1);
     if (arr == nullptr) return set_error(Error::MemoryAllocationFailed, "instruction args");
     for (size_t j = 0; j < m; ++j) {
       int32_t idx = args->Get(static_cast<flatbuffers::uoffset_t>(j));
@@ -643,10 +647,10 @@ Error MethodState::execute() {
   const size_t n = instrs.size();
   while (pc < n) {
     const Instr& in = instrs[pc];
-    temp_allocator.reset();
+    temp_allocator->reset();
     switch (in.kind) {
       case InstrKind::Kernel: {
-        KernelRuntimeContext ctx(&temp_allocator);
+        KernelRuntimeContext ctx(temp_allocator);
         clear_error_message();
         const int64_t t0 = tr != nullptr ? EventTracer::now_ns() : 0;
         in.kernel(ctx, in.args);
@@ -669,7 +673,7 @@ Error MethodState::execute() {
       }
       case InstrKind::Delegate: {
         const Delegate& d = delegates[in.delegate_index];
-        BackendExecutionContext ctx(&temp_allocator, name, tr);
+        BackendExecutionContext ctx(temp_allocator, name, tr);
         clear_error_message();
         const int64_t t0 = tr != nullptr ? EventTracer::now_ns() : 0;
         if (tr != nullptr) tr->set_current_delegate(d.id, static_cast<int32_t>(pc));
@@ -738,6 +742,36 @@ bool has_plan(const fb::Program* p, const std::string& name) {
 }
 }  // namespace
 
+/// Points `s`'s planned buffers at the caller's (MemoryManager::planned_memory), zeroed as the runtime's own
+/// are. Errors: InvalidArgument when a mem_id the program plans has no buffer, a buffer is smaller than its
+/// plan, or is not 16-byte aligned (the planner's minimum): the message names the buffer and both sizes.
+static Error use_caller_buffers(MethodState& s, const HierarchicalAllocator& planned,
+                         const flatbuffers::Vector<int64_t>* buffer_sizes, size_t num_buffers) {
+  for (size_t id = 1; id < num_buffers; ++id) {
+    const int64_t size = buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(id));
+    if (id - 1 >= planned.size()) {
+      return set_error(Error::InvalidArgument,
+                       "method '%s' plans %lld bytes in buffer %zu (mem_id %zu); the MemoryManager's planned memory "
+                       "has %zu buffer(s): give one per mem_id (MethodMeta::memory_planned_buffer_size)",
+                       s.name, (long long)size, id - 1, id, planned.size());
+    }
+    const Span<uint8_t> buffer = planned.buffer(id - 1);
+    if (buffer.size() < static_cast<uint64_t>(size)) {
+      return set_error(Error::InvalidArgument,
+                       "method '%s': planned buffer %zu (mem_id %zu) is %zu bytes; the program plans %lld bytes in it",
+                       s.name, id - 1, id, buffer.size(), (long long)size);
+    }
+    if (size > 0 && reinterpret_cast<uintptr_t>(buffer.data()) % 16 != 0) {
+      return set_error(Error::InvalidArgument,
+                       "method '%s': planned buffer %zu (mem_id %zu) at %p is not 16-byte aligned", s.name, id - 1,
+                       id, static_cast<const void*>(buffer.data()));
+    }
+    if (size > 0) std::memset(buffer.data(), 0, static_cast<size_t>(size));
+    s.planned_buffers[id] = buffer.data();
+  }
+  return Error::Ok;
+}
+
 bool is_fallback_method_name(const char* name) {
   if (name == nullptr) return false;
   size_t n = std::strlen(name), k = sizeof(kFallbackMethodSuffix) - 1;
@@ -745,8 +779,13 @@ bool is_fallback_method_name(const char* name) {
 }
 
 Result<Method> Program::load_method(const char* method_name, EventTracer* event_tracer) const {
+  return load_method(method_name, nullptr, event_tracer);
+}
+
+Result<Method> Program::load_method(const char* method_name, MemoryManager* memory_manager,
+                                    EventTracer* event_tracer) const {
   const int64_t t0 = event_tracer != nullptr ? EventTracer::now_ns() : 0;
-  Result<Method> method = load_method_or_fallback(method_name, event_tracer);
+  Result<Method> method = load_method_or_fallback(method_name, memory_manager, event_tracer);
   if (event_tracer != nullptr && method.ok()) {
     const int64_t t1 = EventTracer::now_ns();
     event_tracer->record(ProfileEventKind::Block, "Default", "", t0, t0, -1);
@@ -756,15 +795,16 @@ Result<Method> Program::load_method(const char* method_name, EventTracer* event_
   return method;
 }
 
-Result<Method> Program::load_method_or_fallback(const char* method_name, EventTracer* event_tracer) const {
+Result<Method> Program::load_method_or_fallback(const char* method_name, MemoryManager* memory_manager,
+                                                EventTracer* event_tracer) const {
   t_backend_missing = false;
-  Result<Method> primary = load_plan(method_name, event_tracer);
+  Result<Method> primary = load_plan(method_name, memory_manager, event_tracer);
   if (primary.ok() || method_name == nullptr || is_fallback_method_name(method_name)) return primary;
   if (!t_backend_missing) return primary;  // any other failure is reported as is
   std::string twin = std::string(method_name) + kFallbackMethodSuffix;
   if (!has_plan(data_->program, twin)) return primary;
   std::string why = last_error_message();
-  Result<Method> fallback = load_plan(twin.c_str(), event_tracer);
+  Result<Method> fallback = load_plan(twin.c_str(), memory_manager, event_tracer);
   if (!fallback.ok()) {
     return set_error(fallback.error(), "%s; its fallback plan '%s' could not load either: %s", why.c_str(),
                      twin.c_str(), std::string(last_error_message()).c_str());
@@ -774,7 +814,8 @@ Result<Method> Program::load_method_or_fallback(const char* method_name, EventTr
   return fallback;
 }
 
-Result<Method> Program::load_plan(const char* method_name, EventTracer* event_tracer) const {
+Result<Method> Program::load_plan(const char* method_name, MemoryManager* memory_manager,
+                                  EventTracer* event_tracer) const {
   clear_error_message();
   auto meta = method_meta(method_name);
   if (!meta.ok()) return meta.error();
@@ -814,10 +855,11 @@ Result<Method> Program::load_plan(const char* method_name, EventTracer* event_tr
   }
   // Refused before any allocation: a program (hostile or not) that claims more memory than it may use gets a
   // precise error rather than an allocator that overcommits, aborts or returns null, or the OOM killer.
+  HierarchicalAllocator* planned_memory = memory_manager != nullptr ? memory_manager->planned_memory() : nullptr;
   const uint64_t set_limit = memory_limit();
   const uint64_t limit = effective_memory_limit();
   const uint64_t file = static_cast<uint64_t>(data_->file_size);
-  if (planned_total + file > limit) {
+  if (planned_memory == nullptr && planned_total + file > limit) {
     return set_error(Error::MemoryAllocationFailed,
                      "method '%s' needs %llu bytes: the %llu-byte program file plus %llu bytes of planned buffers "
                      "(the largest, buffer %zu, %lld bytes), more than %s of %llu bytes",
@@ -826,7 +868,10 @@ Result<Method> Program::load_plan(const char* method_name, EventTracer* event_tr
                      set_limit != 0 ? "the memory limit (set_memory_limit)" : "this machine's RAM",
                      (unsigned long long)limit);
   }
-  for (size_t i = 1; i < num_buffers; ++i) {
+  if (planned_memory != nullptr) {
+    ETKIT_CHECK_OK(use_caller_buffers(*s, *planned_memory, buffer_sizes, num_buffers));
+  }
+  for (size_t i = 1; i < num_buffers && planned_memory == nullptr; ++i) {
     int64_t size = buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
     // calloc: zeroed memory whose pages (for a large buffer, fresh from the kernel) become resident only
     // when first written; aligned to 64 bytes by hand.
@@ -838,8 +883,13 @@ Result<Method> Program::load_plan(const char* method_name, EventTracer* event_tr
     s->planned_allocations[i] = buf;
     s->planned_buffers[i] = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf) + 63) & ~uintptr_t(63));
   }
-  s->temp_arena.resize(kTempArenaBytes);
-  s->temp_allocator = MemoryAllocator(s->temp_arena.size(), s->temp_arena.data());
+  if (memory_manager != nullptr && memory_manager->temp_allocator() != nullptr) {
+    s->temp_allocator = memory_manager->temp_allocator();
+  } else {
+    s->temp_arena.resize(kTempArenaBytes);
+    s->own_temp_allocator = MemoryAllocator(s->temp_arena.size(), s->temp_arena.data());
+  }
+  if (memory_manager != nullptr) s->method_allocator = memory_manager->method_allocator();
 
   ETKIT_CHECK_OK(s->parse_values());
   s->mutable_segment.Free();  // initial states are copied: with a mapped file its pages leave the RSS

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <vector>
 
 #include "etkit/extension/devtools/etdump.h"
+#include "etkit/runtime/memory_manager.h"
 #include "etkit/runtime/runtime.h"
 #include "test_program_builder.h"
 
@@ -194,6 +196,79 @@ int main(int argc, char** argv) {
     CHECK(etkit::etdump::verify(file.data(), file.size()) == rt::Error::Ok);
     file.resize(file.size() - 3);
     CHECK(etkit::etdump::verify(file.data(), file.size()) == rt::Error::InvalidProgram);
+  }
+  // Caller-owned memory (memory_manager.h): planned tensors live in the caller's buffers, kernels take scratch
+  // from the caller's temp allocator, loading allocates less (no planned buffer, no temp arena of its own) and
+  // executing still allocates nothing. A missing, short or misaligned buffer is refused, naming it.
+  {
+    rt::MethodMeta meta = program->method_meta("forward").get();
+    CHECK(meta.num_memory_planned_buffers() == 1);
+    const size_t planned_size = static_cast<size_t>(meta.memory_planned_buffer_size(0).get());
+    alignas(64) static uint8_t arena[4096];
+    alignas(64) static uint8_t scratch[1024];
+    CHECK(planned_size > 0 && planned_size <= sizeof(arena));
+    rt::Span<uint8_t> buffers[1] = {{arena, planned_size}};
+    rt::HierarchicalAllocator planned({buffers, 1});
+    rt::MemoryAllocator temp(sizeof(scratch), scratch);
+    rt::MemoryManager memory(nullptr, &planned, &temp);
+
+    g_allocations = 0;
+    g_counting = true;
+    auto own = program->load_method("forward");
+    g_counting = false;
+    const size_t own_allocations = g_allocations;
+    g_allocations = 0;
+    g_counting = true;
+    auto caller = program->load_method("forward", &memory);
+    g_counting = false;
+    CHECK(own.ok() && caller.ok());
+    if (ETKIT_COUNT_ALLOCATIONS) {
+      std::printf("heap allocations during load_method: %zu own memory, %zu caller-owned\n", own_allocations,
+                  (size_t)g_allocations);
+      CHECK(g_allocations + 2 <= own_allocations);
+    }
+    // with a method allocator too, the tensors' metadata comes from it
+    alignas(64) static uint8_t method_arena[16384];
+    rt::MemoryAllocator method_allocator(sizeof(method_arena), method_arena);
+    rt::MemoryManager all_memory(&method_allocator, &planned, &temp);
+    const size_t without_method_allocator = g_allocations;
+    g_allocations = 0;
+    g_counting = true;
+    auto caller_all = program->load_method("forward", &all_memory);
+    g_counting = false;
+    CHECK(caller_all.ok() && method_allocator.used() > 0);
+    if (ETKIT_COUNT_ALLOCATIONS) {
+      std::printf("heap allocations during load_method with a method allocator: %zu (%zu bytes from it)\n",
+                  (size_t)g_allocations, method_allocator.used());
+      CHECK(g_allocations < without_method_allocator);
+    }
+    CHECK(caller->set_input(rt::EValue(&tx), 0) == rt::Error::Ok);
+    CHECK(caller->set_input(rt::EValue(&ty), 1) == rt::Error::Ok);
+    g_allocations = 0;
+    g_counting = true;
+    for (int i = 0; i < 3 && e == rt::Error::Ok; ++i) e = caller->execute();
+    g_counting = false;
+    CHECK(e == rt::Error::Ok && g_allocations == 0);
+    const rt::Tensor& planned_out = caller->get_output(0).to_tensor();
+    const uint8_t* where = static_cast<const uint8_t*>(planned_out.const_data_ptr());
+    CHECK(where >= arena && where + planned_out.nbytes() <= arena + planned_size);  // in the caller's arena
+    for (int i = 0; i < 6; ++i) CHECK(std::fabs(planned_out.const_data_ptr<float>()[i] - (x[i] + y[i]) * 0.5f) < 1e-6f);
+
+    rt::Span<uint8_t> short_buffers[1] = {{arena, planned_size - 1}};
+    rt::HierarchicalAllocator short_planned({short_buffers, 1});
+    rt::MemoryManager short_memory(nullptr, &short_planned, &temp);
+    auto refused = program->load_method("forward", &short_memory);
+    CHECK(!refused.ok() && refused.error() == rt::Error::InvalidArgument);
+    CHECK(std::strstr(rt::last_error_message(), "planned buffer 0 (mem_id 1) is") != nullptr);
+    rt::HierarchicalAllocator none({buffers, 0});
+    rt::MemoryManager no_buffers(nullptr, &none, &temp);
+    auto missing = program->load_method("forward", &no_buffers);
+    CHECK(!missing.ok() && std::strstr(rt::last_error_message(), "has 0 buffer(s)") != nullptr);
+    rt::Span<uint8_t> odd[1] = {{arena + 8, planned_size}};
+    rt::HierarchicalAllocator misaligned({odd, 1});
+    rt::MemoryManager misaligned_memory(nullptr, &misaligned, &temp);
+    auto unaligned = program->load_method("forward", &misaligned_memory);
+    CHECK(!unaligned.ok() && std::strstr(rt::last_error_message(), "is not 16-byte aligned") != nullptr);
   }
   // Sanity: the counter does see allocations when they happen.
   g_counting = true;

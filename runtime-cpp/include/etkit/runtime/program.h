@@ -29,6 +29,7 @@ struct ExecutionPlan;
 namespace etkit::runtime {
 
 class Method;
+class MemoryManager;
 class ProgramData;
 
 /// Suffix of a method's fallback twin: an execution plan named "<method>#fallback" is the same method
@@ -111,6 +112,12 @@ class Program final {
   /// With an `event_tracer` (ETDump, event_tracer.h), loading is recorded as "Program::load_method" in
   /// a block "Default" and the method's execute() calls are traced into it (Method::set_event_tracer).
   Result<Method> load_method(const char* method_name, EventTracer* event_tracer = nullptr) const;
+  /// The same in caller-owned memory (memory_manager.h, ExecuTorch's signature): planned buffers, temp and
+  /// method allocators come from `memory_manager` where it gives them (they must outlive the Method), and
+  /// the memory limit does not apply to caller-owned buffers. Errors as above, and InvalidArgument when a
+  /// planned buffer is missing, smaller than planned or misaligned (the message names it and both sizes).
+  Result<Method> load_method(const char* method_name, MemoryManager* memory_manager,
+                             EventTracer* event_tracer = nullptr) const;
 
   /// The program's named data (Program.named_data), or null when there is none.
   const NamedDataMap* named_data_map() const;
@@ -125,8 +132,9 @@ class Program final {
 
  private:
   explicit Program(std::unique_ptr<ProgramData> data);
-  Result<Method> load_plan(const char* method_name, EventTracer* event_tracer) const;
-  Result<Method> load_method_or_fallback(const char* method_name, EventTracer* event_tracer) const;
+  Result<Method> load_plan(const char* method_name, MemoryManager* memory_manager, EventTracer* event_tracer) const;
+  Result<Method> load_method_or_fallback(const char* method_name, MemoryManager* memory_manager,
+                                         EventTracer* event_tracer) const;
   std::unique_ptr<ProgramData> data_;
 };
 
