@@ -48,6 +48,52 @@ class LoadTimeAllocator final : public MemoryAllocator {
   std::vector<void*> blocks_;
 };
 
+/// A fixed-size array a Method takes once at load from its method allocator (the caller's, or the runtime's
+/// own); never grows. Elements are constructed from `value` and destructed with the array; the memory
+/// belongs to the allocator.
+template <typename T>
+class LoadArray {
+ public:
+  LoadArray() = default;
+  LoadArray(const LoadArray&) = delete;
+  LoadArray& operator=(const LoadArray&) = delete;
+  ~LoadArray() { clear(); }
+
+  /// Errors: MemoryAllocationFailed naming `what` and the count when the allocator is exhausted.
+  Error assign(MemoryAllocator& allocator, size_t n, const T& value, const char* what) {
+    clear();
+    if (n == 0) return Error::Ok;
+    const size_t alignment = alignof(T) < 16 ? 16 : alignof(T);
+    T* p = n > SIZE_MAX / sizeof(T) ? nullptr : static_cast<T*>(allocator.allocate(n * sizeof(T), alignment));
+    if (p == nullptr) {
+      return set_error(Error::MemoryAllocationFailed, "cannot allocate %s (%zu entries of %zu bytes) from the method "
+                       "allocator", what, n, sizeof(T));
+    }
+    for (size_t i = 0; i < n; ++i) new (&p[i]) T(value);
+    data_ = p;
+    size_ = n;
+    return Error::Ok;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  T* begin() { return data_; }
+  T* end() { return data_ + size_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+
+ private:
+  void clear() {
+    for (size_t i = 0; i < size_; ++i) data_[i].~T();
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 enum class InstrKind : uint8_t { Kernel, Delegate, Move, JumpFalse, Free };
 
 struct Instr {
@@ -75,19 +121,20 @@ class MethodState {
   std::string fallback_reason;             // set when this is a "#fallback" twin loaded in place of `name`
   LoadTimeAllocator own_alloc;             // metadata, handles (load time only), unless the caller gave one
   MemoryAllocator* method_allocator = nullptr;  // the caller's (MemoryManager::method_allocator), or null
+  bool in_caller_memory = false;                // this object itself lives in `method_allocator`
   MemoryAllocator& alloc() { return method_allocator != nullptr ? *method_allocator : own_alloc; }
-  std::vector<uint8_t*> planned_buffers;   // index = memory_id (0 unused); 64-byte aligned, zeroed
-  std::vector<void*> planned_allocations;  // what calloc returned for each (freed with the method)
+  LoadArray<uint8_t*> planned_buffers;     // index = memory_id (0 unused); 64-byte aligned, zeroed
+  LoadArray<void*> planned_allocations;    // what calloc returned for each (freed with the method)
   std::vector<uint8_t> temp_arena;
   MemoryAllocator own_temp_allocator;
   MemoryAllocator* temp_allocator = &own_temp_allocator;  // or the caller's (MemoryManager::temp_allocator)
-  std::vector<EValue> values;
-  std::vector<bool> tensor_is_planned;     // per value
-  std::vector<Instr> instrs;
-  std::vector<Delegate> delegates;
-  std::vector<const char*> op_names;       // "ns::op.overload" for messages
-  std::vector<uint32_t> inputs, outputs;
-  std::vector<bool> input_set;
+  LoadArray<EValue> values;
+  LoadArray<bool> tensor_is_planned;       // per value
+  LoadArray<Instr> instrs;
+  LoadArray<Delegate> delegates;
+  LoadArray<const char*> op_names;         // "ns::op.overload" for messages
+  LoadArray<uint32_t> inputs, outputs;
+  LoadArray<bool> input_set;
   std::vector<ProfileEvent> profile_storage;  // sized by enable_profiling (never on the execute path)
   std::unique_ptr<EventTracer> tracer;         // null when profiling is off
   EventTracer* active_tracer = nullptr;        // `tracer`, a caller's (set_event_tracer), or null
@@ -149,7 +196,8 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
   auto* strides = alloc().allocate_list<StridesType>(dim + 1);
   auto* tensor = static_cast<Tensor*>(alloc().allocate(sizeof(Tensor), alignof(Tensor)));
   if (!sizes || !dim_order || !strides || !tensor) {
-    return set_error(Error::MemoryAllocationFailed, "value %zu: cannot allocate tensor metadata", i);
+    return set_error(Error::MemoryAllocationFailed,
+                     "value %zu: cannot allocate tensor metadata from the method allocator", i);
   }
   bool seen[kTensorDimensionLimit] = {false};
   uint64_t extent = 1;
@@ -262,8 +310,8 @@ Error MethodState::copy_initial_state(size_t value_index, uint32_t buffer_index,
 Error MethodState::parse_values() {
   const auto* fvalues = plan->values();
   size_t n = fvalues == nullptr ? 0 : fvalues->size();
-  values.assign(n, EValue());
-  tensor_is_planned.assign(n, false);
+  ETKIT_CHECK_OK(values.assign(alloc(), n, EValue(), "values"));
+  ETKIT_CHECK_OK(tensor_is_planned.assign(alloc(), n, false, "value flags"));
   for (size_t i = 0; i < n; ++i) {
     const fb::EValue* v = fvalues->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (v == nullptr) return bad_value(i, "missing EValue");
@@ -316,7 +364,10 @@ Error MethodState::parse_values() {
         BoxedList<int64_t> list;
         auto** wrapped = alloc().allocate_list<EValue*>(m + 1);
         list.unwrapped = alloc().allocate_list<int64_t>(m + 1);
-        if (!wrapped || !list.unwrapped) return set_error(Error::MemoryAllocationFailed, "value %zu: int list", i);
+        if (!wrapped || !list.unwrapped) {
+          return set_error(Error::MemoryAllocationFailed,
+                           "value %zu: cannot allocate an int list from the method allocator", i);
+        }
         for (size_t j = 0; j < m; ++j) {
           int64_t idx = items->Get(static_cast<flatbuffers::uoffset_t>(j));
           if (idx < 0 || static_cast<size_t>(idx) >= n) return bad_value(i, "int list refers to a value out of range");
@@ -335,7 +386,10 @@ Error MethodState::parse_values() {
         BoxedList<Tensor*> list;
         auto** wrapped = alloc().allocate_list<EValue*>(m + 1);
         list.unwrapped = alloc().allocate_list<Tensor*>(m + 1);
-        if (!wrapped || !list.unwrapped) return set_error(Error::MemoryAllocationFailed, "value %zu: tensor list", i);
+        if (!wrapped || !list.unwrapped) {
+          return set_error(Error::MemoryAllocationFailed,
+                           "value %zu: cannot allocate a tensor list from the method allocator", i);
+        }
         for (size_t j = 0; j < m; ++j) {
           int32_t idx = items->Get(static_cast<flatbuffers::uoffset_t>(j));
           if (optional && idx == -1) {
@@ -385,20 +439,21 @@ Error MethodState::check_values() {
       }
     }
   }
-  auto check_io = [&](const flatbuffers::Vector<int32_t>* list, std::vector<uint32_t>& out, const char* what) {
+  auto check_io = [&](const flatbuffers::Vector<int32_t>* list, LoadArray<uint32_t>& out, const char* what) {
     size_t m = list == nullptr ? 0 : list->size();
+    ETKIT_CHECK_OK(out.assign(alloc(), m, 0u, what));
     for (size_t j = 0; j < m; ++j) {
       int32_t idx = list->Get(static_cast<flatbuffers::uoffset_t>(j));
       if (idx < 0 || static_cast<size_t>(idx) >= values.size()) {
         return set_error(Error::InvalidProgram, "method %s %zu refers to value %d out of range", what, j, idx);
       }
-      out.push_back(static_cast<uint32_t>(idx));
+      out[j] = static_cast<uint32_t>(idx);
     }
     return Error::Ok;
   };
   ETKIT_CHECK_OK(check_io(plan->inputs(), inputs, "input"));
   ETKIT_CHECK_OK(check_io(plan->outputs(), outputs, "output"));
-  input_set.assign(inputs.size(), false);
+  ETKIT_CHECK_OK(input_set.assign(alloc(), inputs.size(), false, "input flags"));
   // A tensor with no storage (not planned, not constant) must be bound by the caller: only method
   // inputs and outputs may be like that.
   for (size_t i = 0; i < values.size(); ++i) {
@@ -419,7 +474,7 @@ Error MethodState::check_values() {
 Error MethodState::resolve_operators() {
   const auto* ops = plan->operators();
   size_t n = ops == nullptr ? 0 : ops->size();
-  op_names.assign(n, "");
+  ETKIT_CHECK_OK(op_names.assign(alloc(), n, "", "operator names"));
   for (size_t i = 0; i < n; ++i) {
     const fb::Operator* op = ops->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (op == nullptr || op->name() == nullptr) {
@@ -429,7 +484,9 @@ Error MethodState::resolve_operators() {
     const char* overload = op->overload() == nullptr ? "" : op->overload()->c_str();
     size_t len = std::strlen(name) + 1 + std::strlen(overload) + 1;
     char* full = static_cast<char*>(alloc().allocate(len, 1));
-    if (full == nullptr) return set_error(Error::MemoryAllocationFailed, "operator name");
+    if (full == nullptr) {
+      return set_error(Error::MemoryAllocationFailed, "cannot allocate an operator name from the method allocator");
+    }
     std::snprintf(full, len, overload[0] ? "%s.%s" : "%s", name, overload);
     op_names[i] = full;
   }
@@ -439,7 +496,7 @@ Error MethodState::resolve_operators() {
 Error MethodState::init_delegates(const NamedDataMap* named, EventTracer* event_tracer) {
   const auto* fdelegates = plan->delegates();
   size_t n = fdelegates == nullptr ? 0 : fdelegates->size();
-  delegates.assign(n, Delegate());
+  ETKIT_CHECK_OK(delegates.assign(alloc(), n, Delegate(), "delegates"));
   const fb::Program* p = program->program;
   for (size_t i = 0; i < n; ++i) {
     const fb::BackendDelegate* d = fdelegates->Get(static_cast<flatbuffers::uoffset_t>(i));
@@ -478,7 +535,9 @@ Error MethodState::init_delegates(const NamedDataMap* named, EventTracer* event_
     const auto* specs = d->compile_specs();
     size_t num_specs = specs == nullptr ? 0 : specs->size();
     auto* cspecs = alloc().allocate_list<CompileSpec>(num_specs + 1);
-    if (cspecs == nullptr) return set_error(Error::MemoryAllocationFailed, "compile specs");
+    if (cspecs == nullptr) {
+      return set_error(Error::MemoryAllocationFailed, "cannot allocate compile specs from the method allocator");
+    }
     for (size_t j = 0; j < num_specs; ++j) {
       const fb::CompileSpec* s = specs->Get(static_cast<flatbuffers::uoffset_t>(j));
       cspecs[j].key = (s != nullptr && s->key() != nullptr) ? s->key()->c_str() : "";
@@ -513,12 +572,15 @@ Error MethodState::parse_instructions() {
   const fb::Chain* chain = chains->Get(0);
   const auto* finstrs = chain == nullptr ? nullptr : chain->instructions();
   size_t n = finstrs == nullptr ? 0 : finstrs->size();
-  instrs.resize(n);
+  ETKIT_CHECK_OK(instrs.assign(alloc(), n, Instr{}, "instructions"));
   auto value_ok = [&](int64_t idx) { return idx >= 0 && static_cast<size_t>(idx) < values.size(); };
   auto build_args = [&](size_t pc, const flatbuffers::Vector<int32_t>* args, Span<EValue*>& out) -> Error {
     size_t m = args == nullptr ? 0 : args->size();
     auto** arr = alloc().allocate_list<EValue*>(m + 1);
-    if (arr == nullptr) return set_error(Error::MemoryAllocationFailed, "instruction args");
+    if (arr == nullptr) {
+      return set_error(Error::MemoryAllocationFailed,
+                       "cannot allocate instruction arguments from the method allocator");
+    }
     for (size_t j = 0; j < m; ++j) {
       int32_t idx = args->Get(static_cast<flatbuffers::uoffset_t>(j));
       if (!value_ok(idx)) {
@@ -828,7 +890,20 @@ Result<Method> Program::load_plan(const char* method_name, MemoryManager* memory
       break;
     }
   }
-  std::unique_ptr<MethodState> s(new (std::nothrow) MethodState());
+  MemoryAllocator* method_allocator = memory_manager != nullptr ? memory_manager->method_allocator() : nullptr;
+  std::unique_ptr<MethodState, MethodStateDeleter> s;
+  if (method_allocator != nullptr) {
+    void* where = method_allocator->allocate(sizeof(MethodState), alignof(MethodState));
+    if (where == nullptr) {
+      return set_error(Error::MemoryAllocationFailed, "method '%s': the method allocator cannot hold the method "
+                       "state (%zu bytes)", method_name, sizeof(MethodState));
+    }
+    s.reset(new (where) MethodState());
+    s->in_caller_memory = true;
+    s->method_allocator = method_allocator;
+  } else {
+    s.reset(new (std::nothrow) MethodState());
+  }
   if (!s) return set_error(Error::MemoryAllocationFailed, "cannot allocate method state");
   s->plan = plan;
   s->program = data_.get();
@@ -836,8 +911,8 @@ Result<Method> Program::load_plan(const char* method_name, MemoryManager* memory
 
   const auto* buffer_sizes = plan->non_const_buffer_sizes();
   size_t num_buffers = buffer_sizes == nullptr ? 0 : buffer_sizes->size();
-  s->planned_buffers.assign(num_buffers, nullptr);
-  s->planned_allocations.assign(num_buffers, nullptr);
+  ETKIT_CHECK_OK(s->planned_buffers.assign(s->alloc(), num_buffers, nullptr, "planned buffer table"));
+  ETKIT_CHECK_OK(s->planned_allocations.assign(s->alloc(), num_buffers, nullptr, "planned buffer table"));
   uint64_t planned_total = 0;
   size_t largest = 0;
   int64_t largest_size = 0;
@@ -889,7 +964,7 @@ Result<Method> Program::load_plan(const char* method_name, MemoryManager* memory
     s->temp_arena.resize(kTempArenaBytes);
     s->own_temp_allocator = MemoryAllocator(s->temp_arena.size(), s->temp_arena.data());
   }
-  if (memory_manager != nullptr) s->method_allocator = memory_manager->method_allocator();
+
 
   ETKIT_CHECK_OK(s->parse_values());
   s->mutable_segment.Free();  // initial states are copied: with a mapped file its pages leave the RSS
@@ -909,7 +984,16 @@ uint64_t effective_memory_limit() {
 
 // ---------------------------------------------------------------- Method
 
-Method::Method(std::unique_ptr<MethodState> state) : state_(std::move(state)) {}
+void MethodStateDeleter::operator()(MethodState* state) const {
+  if (state == nullptr) return;
+  if (state->in_caller_memory) {
+    state->~MethodState();  // its memory belongs to the caller's method allocator
+  } else {
+    delete state;
+  }
+}
+
+Method::Method(std::unique_ptr<MethodState, MethodStateDeleter> state) : state_(std::move(state)) {}
 Method::Method(Method&& other) noexcept = default;
 Method::~Method() = default;
 

@@ -227,7 +227,8 @@ int main(int argc, char** argv) {
                   (size_t)g_allocations);
       CHECK(g_allocations + 2 <= own_allocations);
     }
-    // with a method allocator too, the tensors' metadata comes from it
+    // with a method allocator too, everything comes from the caller: no heap allocation at all from load_method
+    // on, for this portable-only program (issue 23: "no heap allocation after load_program")
     alignas(64) static uint8_t method_arena[16384];
     rt::MemoryAllocator method_allocator(sizeof(method_arena), method_arena);
     rt::MemoryManager all_memory(&method_allocator, &planned, &temp);
@@ -240,7 +241,15 @@ int main(int argc, char** argv) {
     if (ETKIT_COUNT_ALLOCATIONS) {
       std::printf("heap allocations during load_method with a method allocator: %zu (%zu bytes from it)\n",
                   (size_t)g_allocations, method_allocator.used());
-      CHECK(g_allocations < without_method_allocator);
+      CHECK(g_allocations == 0 && without_method_allocator > 0);  // every byte from the caller's memory
+    }
+    for (size_t small : {size_t(64), method_allocator.used() - 8}) {  // too small for the state, or by a little
+      alignas(64) static uint8_t tiny_arena[16384];
+      rt::MemoryAllocator tiny(small, tiny_arena);
+      rt::MemoryManager tiny_memory(&tiny, &planned, &temp);
+      auto starved = program->load_method("forward", &tiny_memory);
+      CHECK(!starved.ok() && starved.error() == rt::Error::MemoryAllocationFailed);
+      CHECK(std::strstr(rt::last_error_message(), "method allocator") != nullptr);
     }
     CHECK(caller->set_input(rt::EValue(&tx), 0) == rt::Error::Ok);
     CHECK(caller->set_input(rt::EValue(&ty), 1) == rt::Error::Ok);

@@ -17,6 +17,10 @@
 namespace etkit::runtime {
 
 class MethodState;
+/// Destroys a MethodState: deletes it, or, when it lives in a caller's method allocator, only destructs it.
+struct MethodStateDeleter {
+  void operator()(MethodState* state) const;
+};
 
 class Method final {
  public:
@@ -69,8 +73,8 @@ class Method final {
 
  private:
   friend class Program;
-  explicit Method(std::unique_ptr<MethodState> state);
-  std::unique_ptr<MethodState> state_;
+  explicit Method(std::unique_ptr<MethodState, MethodStateDeleter> state);
+  std::unique_ptr<MethodState, MethodStateDeleter> state_;
 };
 
 }  // namespace etkit::runtime
