@@ -40,3 +40,37 @@ def test_numpy_input_of_the_wrong_dtype_or_shape_is_refused():
         method.execute([np.zeros((3, 4)), np.zeros(3, dtype=np.int64)])
     with pytest.raises(ValueError, match=r"input 1 expects shape \[3\], got \[4\]"):
         method.execute([np.zeros((3, 4), dtype=np.float32), np.zeros(4, dtype=np.int64)])
+
+
+class _ForeignTensor:
+    """A DLPack producer that is neither numpy nor torch (as a JAX or CuPy array is to etkit)."""
+
+    def __init__(self, array, device=(1, 0)):
+        self._array, self._device = array, device
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._device
+
+
+def test_dlpack_and_buffer_protocol_inputs_give_numpy_outputs():
+    """Any host DLPack tensor or buffer-protocol object is read as numpy (the same numbers as numpy inputs);
+    a DLPack tensor on a device is refused, naming the input."""
+    import array
+
+    method = _method()
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    ids = np.array([4, 5, 6], dtype=np.int64)
+    want = method.execute([x, ids])
+    dlpack = method.execute([_ForeignTensor(x), _ForeignTensor(ids)])
+    buffers = method.execute([memoryview(x.tobytes()).cast("f", (3, 4)), array.array("q", [4, 5, 6])])
+    for got in (dlpack, buffers):
+        assert all(isinstance(g, np.ndarray) for g in got)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    with pytest.raises(ValueError, match=r"input 0: this _ForeignTensor is on DLPack device \(2, 0\), not the host"):
+        method.execute([_ForeignTensor(x, device=(2, 0)), ids])
+    with pytest.raises(ValueError, match=r"input 1 expects dtype int64, got int32"):
+        method.execute([x, array.array("i", [4, 5, 6])])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
@@ -162,6 +163,46 @@ def _numpy_input(method: str, i: int, value, info: "TensorInfo") -> tuple:
     order = tuple(info.dim_order)
     arr = np.ascontiguousarray(value.transpose(order) if order else value)
     return (info.scalar_type, list(shape), arr.reshape(-1).view(np.uint8), list(order))
+
+
+#: DLPack device types whose memory the CPU reads: kDLCPU, kDLCUDAHost (pinned), kDLROCMHost.
+_DLPACK_HOST_DEVICES = (1, 3, 11)
+
+
+def _is_torch_tensor(value) -> bool:
+    torch = sys.modules.get("torch")  # a torch tensor exists only if torch is imported: never import it here
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _host_array(method: str, i: int, value):
+    """``value`` as a numpy array when it is one, a DLPack tensor (``__dlpack__``: JAX, CuPy on the host, ...)
+    or an object with the buffer protocol (``memoryview``, ``array.array``); None for a torch tensor or
+    anything else.
+
+    Raises:
+        ValueError: a DLPack tensor numpy cannot take (e.g. on a device), naming the input.
+    """
+    import numpy as np
+
+    if isinstance(value, np.ndarray) or _is_torch_tensor(value):
+        return value if isinstance(value, np.ndarray) else None
+    if hasattr(value, "__dlpack__"):
+        device = getattr(value, "__dlpack_device__", lambda: (1, 0))()
+        if device[0] not in _DLPACK_HOST_DEVICES:
+            raise ValueError(f"method '{method}' input {i}: this {type(value).__name__} is on DLPack device "
+                             f"{tuple(device)}, not the host; copy it to the CPU first")
+        try:
+            return np.from_dlpack(value)
+        except (BufferError, TypeError, RuntimeError, ValueError) as exc:
+            raise ValueError(f"method '{method}' input {i}: numpy cannot read this {type(value).__name__} through "
+                             f"DLPack ({exc}); pass a host (CPU) tensor") from None
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return None
+    try:
+        view = memoryview(value)
+    except TypeError:
+        return None
+    return np.asarray(view)
 
 
 def _outputs(results: list, *, as_numpy: bool) -> list:
@@ -315,13 +356,14 @@ class Method:
         return "\n".join([reason, *_unavailable_backend_reasons(reason)])
 
     def execute(self, inputs: Sequence[Any] | None = None) -> list:
-        """Runs the method on ``inputs``: tensors as ``torch.Tensor`` or ``numpy.ndarray``, Python scalars
-        otherwise.
+        """Runs the method on ``inputs``: tensors as ``torch.Tensor``, ``numpy.ndarray``, any DLPack tensor
+        on the host (``__dlpack__``) or any object with the buffer protocol (``memoryview``,
+        ``array.array``); Python scalars otherwise.
 
         Each tensor must have the planned dtype and rank, and the planned sizes unless the input is
         dynamic (then at most the planned upper bounds). Returns the outputs as new tensors (copies: they
-        stay valid after the next execute) or Python scalars: ``numpy.ndarray`` when any input was a numpy
-        array (torch is then never imported), ``torch.Tensor`` otherwise.
+        stay valid after the next execute) or Python scalars: ``numpy.ndarray`` when any input was not a
+        torch tensor (torch is then never imported), ``torch.Tensor`` otherwise.
 
         With no ``inputs`` after :func:`load_bundled_input`, runs on the test case's inputs and returns
         ``numpy.ndarray`` outputs (``torch.Tensor`` for bfloat16, which numpy cannot hold).
@@ -349,7 +391,8 @@ class Method:
             raise ValueError(
                 f"method '{meta.name}' takes {meta.num_inputs} inputs, got {len(inputs)}"
             )
-        as_numpy = any(isinstance(v, np.ndarray) for v in inputs)
+        hosted = [_host_array(meta.name, i, v) if meta.inputs[i] is not None else None for i, v in enumerate(inputs)]
+        as_numpy = any(h is not None for h in hosted)
         native_inputs = []
         for i, (value, info) in enumerate(zip(inputs, meta.inputs)):
             if info is None:
@@ -360,8 +403,8 @@ class Method:
                     )
                 native_inputs.append(value)
                 continue
-            if isinstance(value, np.ndarray):
-                native_inputs.append(_numpy_input(meta.name, i, value, info))
+            if hosted[i] is not None:
+                native_inputs.append(_numpy_input(meta.name, i, hosted[i], info))
             else:
                 native_inputs.append(_torch_input(meta.name, i, value, info))
         results = self._native.execute(native_inputs)
