@@ -8,6 +8,7 @@ it is missing, or built without a tokenizer library, the tests skip locally and 
 this repository builds it, so a CI run must not pass by skipping it."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -172,16 +173,47 @@ def test_chat_turn_equals_the_python_chat_template(text_llm_runner, tiny_pte, to
 
 
 def test_a_template_that_changes_the_prompt_has_no_chat_turn(tokenizer_json, tmp_path):
-    """A template that rewrites the prompt (upper-cases or trims it) cannot be a fixed prefix and suffix."""
+    """A template that rewrites the prompt (upper-cases it) cannot be a fixed prefix and suffix; one that trims
+    it (Llama 3's ``| trim``) is a prefix, a suffix and ``strip``."""
     (tmp_path / "tokenizer.json").write_bytes(Path(tokenizer_json).read_bytes())
     for template, why in (("<user>{{ messages[0]['content'] | upper }}</user>", "shows the prompt 0 times"),
-                          ("<user>{{ messages[0]['content'] | trim }}</user>", "changes the text around the prompt")):
+                          ("<user>{{ messages[0]['content'] | replace(' ', '_') }}</user>",
+                           "changes the text around the prompt")):
         (tmp_path / "chat_template.jinja").write_text(template)
         tokenizer = Tokenizer(str(tmp_path / "tokenizer.json"))
         with pytest.raises(GenerationError, match=why):
             tokenizer.chat_turn()
     (tmp_path / "chat_template.jinja").write_text("<user>{{ messages[0]['content'] }}</user><bot>")
-    assert Tokenizer(str(tmp_path / "tokenizer.json")).chat_turn() == ("<user>", "</user><bot>")
+    assert Tokenizer(str(tmp_path / "tokenizer.json")).chat_turn() == ("<user>", "</user><bot>", False)
+    (tmp_path / "chat_template.jinja").write_text("<user>{{ messages[0]['content'] | trim }}</user>")
+    assert Tokenizer(str(tmp_path / "tokenizer.json")).chat_turn() == ("<user>", "</user>", True)
+
+
+def test_a_trimming_template_in_the_cpp_runner(text_llm_runner, tiny_pte, tokenizer_json, tmp_path):
+    """chat_turn.json with "strip": the C++ runner trims the prompt as the Jinja template does: --chat --echo
+    prints exactly the Python-rendered text of a prompt with whitespace around it, and the Python runner reading
+    the same chat_turn.json (no Jinja template beside it) renders the same."""
+    folder = tmp_path / "llama3_like"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_bytes(Path(tokenizer_json).read_bytes())
+    (folder / "chat_template.jinja").write_text(
+        "<|im_start|>user\n{{ messages[0]['content'] | trim }}<|im_end|>\n<|im_start|>assistant\n")
+    tokenizer = Tokenizer(str(folder / "tokenizer.json"))
+    prompt = "  \tWhat is the capital of France?\n "
+    wrapped = tokenizer.render_chat(prompt)
+    assert "user\nWhat is the capital of France?<|im_end|>" in wrapped
+    path = tokenizer.write_chat_turn()
+    assert json.loads(Path(path).read_text())["strip"] is True
+    (folder / "chat_template.jinja").unlink()
+    assert Tokenizer(str(folder / "tokenizer.json")).render_chat(prompt) == wrapped  # from chat_turn.json alone
+    out = _run(text_llm_runner, "--model_path", tiny_pte, "--tokenizer_path", str(folder / "tokenizer.json"),
+               "--prompt", prompt, "--max_new_tokens", "2", "--chat", "--echo")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(wrapped)
+    (folder / "chat_turn.json").write_text('{"prefix": "a", "suffix": "b", "strip": "yes"}')
+    broken = _run(text_llm_runner, "--model_path", tiny_pte, "--tokenizer_path", str(folder / "tokenizer.json"),
+                  "--prompt", prompt, "--chat")
+    assert broken.returncode == 1 and 'boolean "strip"' in broken.stderr, broken.stderr
 
 
 def test_prompt_too_long_names_both_lengths(text_llm_runner, tiny_pte, tokenizer_json):

@@ -12,7 +12,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -161,19 +161,20 @@ class Tokenizer:
                 eos_token="")
         turn = chat_turn_path(self.path)
         if os.path.isfile(turn):
-            prefix, suffix = read_chat_turn(turn)
-            return prefix + prompt + suffix
+            prefix, suffix, strip = read_chat_turn(turn)
+            return prefix + (prompt.strip(CHAT_TURN_WHITESPACE) if strip else prompt) + suffix
         raise GenerationError("the tokenizer has no chat template (no chat_template.jinja, tokenizer_config.json "
                               f"with 'chat_template' or {CHAT_TURN_FILE} beside {os.path.basename(self.path)})")
 
-    def chat_turn(self) -> tuple:
-        """``(prefix, suffix)``: the text the chat template puts before and after a single user prompt
-        (``add_generation_prompt``), so that ``prefix + prompt + suffix == render_chat(prompt)`` for any
-        prompt. What a runner without a Jinja engine (``etkit_llm_runner --chat``) needs.
+    def chat_turn(self) -> "ChatTurn":
+        """:class:`ChatTurn` ``(prefix, suffix, strip)``: the text the chat template puts before and after a
+        single user prompt (``add_generation_prompt``), and whether it trims the prompt first (Llama 3's
+        ``| trim``), so that ``prefix + (prompt.strip() if strip else prompt) + suffix == render_chat(prompt)``
+        for any prompt. What a runner without a Jinja engine (``etkit_llm_runner --chat``) needs.
 
         Raises:
             GenerationError: no chat template, or one whose text around the prompt depends on the prompt
-                (it then cannot be reduced to a fixed prefix and suffix).
+                in another way (it then cannot be reduced to a fixed prefix and suffix).
         """
         marker = "\x00etkit-prompt\x00"
         rendered = self.render_chat(marker)
@@ -181,31 +182,50 @@ class Tokenizer:
             raise GenerationError(f"the chat template shows the prompt {rendered.count(marker)} times, not once: it "
                                   "cannot be reduced to a fixed prefix and suffix")
         prefix, suffix = rendered.split(marker)
-        for probe in ("Hello", "  two words\n"):
-            if self.render_chat(probe) != prefix + probe + suffix:
-                raise GenerationError("the chat template changes the text around the prompt with the prompt "
-                                      f"itself (tried {probe!r}): it cannot be reduced to a fixed prefix and suffix")
-        return prefix, suffix
+        probes = ("Hello", "  two words\n", "\t x \r\n")
+        for strip in (False, True):
+            if all(self.render_chat(p) == prefix + (p.strip(CHAT_TURN_WHITESPACE) if strip else p) + suffix
+                   for p in probes):
+                return ChatTurn(prefix, suffix, strip)
+        raise GenerationError("the chat template changes the text around the prompt with the prompt itself "
+                              f"(tried {probes!r}), other than trimming it: it cannot be reduced to a fixed prefix "
+                              "and suffix")
 
     def write_chat_turn(self) -> str:
         """Writes :meth:`chat_turn` to ``chat_turn.json`` beside the tokenizer file (``{"prefix": ...,
-        "suffix": ...}``, UTF-8), which ``etkit_llm_runner --chat`` reads. ``etkit llm export`` calls this.
+        "suffix": ...}``, plus ``"strip": true`` for a template that trims the prompt; UTF-8), which
+        ``etkit_llm_runner --chat`` reads. ``etkit llm export`` calls this.
 
         Returns:
             the file's path.
         Raises:
             GenerationError: as :meth:`chat_turn`.
         """
-        prefix, suffix = self.chat_turn()
+        turn = self.chat_turn()
         path = chat_turn_path(self.path)
+        data = {"prefix": turn.prefix, "suffix": turn.suffix}
+        if turn.strip:
+            data["strip"] = True
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"prefix": prefix, "suffix": suffix}, f, ensure_ascii=False, indent=1)
+            json.dump(data, f, ensure_ascii=False, indent=1)
             f.write("\n")
         return path
 
 
 #: The file beside a tokenizer that holds one user turn of its chat template, pre-rendered.
 CHAT_TURN_FILE = "chat_turn.json"
+#: What a trimming template strips from the prompt's ends, as the C++ runner does: ASCII whitespace (Jinja's
+#: ``trim`` strips Unicode whitespace too; the probes in :meth:`Tokenizer.chat_turn` are ASCII).
+CHAT_TURN_WHITESPACE = " \t\n\r\f\v"
+
+
+class ChatTurn(NamedTuple):
+    """One user turn of a chat template: ``prefix + prompt + suffix``, the prompt stripped of whitespace at
+    both ends first when ``strip``."""
+
+    prefix: str
+    suffix: str
+    strip: bool = False
 
 
 def chat_turn_path(tokenizer_path: str) -> str:
@@ -213,20 +233,22 @@ def chat_turn_path(tokenizer_path: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(tokenizer_path)), CHAT_TURN_FILE)
 
 
-def read_chat_turn(path: str) -> tuple:
-    """``(prefix, suffix)`` from a ``chat_turn.json``.
+def read_chat_turn(path: str) -> ChatTurn:
+    """The :class:`ChatTurn` in a ``chat_turn.json``.
 
     Raises:
-        GenerationError: the file is not a JSON object with string ``prefix`` and ``suffix``.
+        GenerationError: the file is not a JSON object with string ``prefix`` and ``suffix`` (and, when
+            present, a boolean ``strip``).
     """
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError) as exc:
         raise GenerationError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("prefix", "suffix")):
-        raise GenerationError(f"{path} must be a JSON object with string 'prefix' and 'suffix'")
-    return data["prefix"], data["suffix"]
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("prefix", "suffix")) or \
+            not isinstance(data.get("strip", False), bool):
+        raise GenerationError(f"{path} must be a JSON object with string 'prefix' and 'suffix' (and boolean 'strip')")
+    return ChatTurn(data["prefix"], data["suffix"], data.get("strip", False))
 
 
 def _sample(logits: np.ndarray, config: GenerationConfig, rng: np.random.Generator) -> int:

@@ -29,15 +29,16 @@ runtime::Result<ChatTurn> load_chat_turn(const std::string& tokenizer_path) {
   // Parsed without exceptions: a malformed file gives a discarded value.
   const nlohmann::json data = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (!data.is_object() || !data.contains("prefix") || !data.contains("suffix") || !data["prefix"].is_string() ||
-      !data["suffix"].is_string()) {
+      !data["suffix"].is_string() || (data.contains("strip") && !data["strip"].is_boolean())) {
     return runtime::set_error(runtime::Error::InvalidArgument,
                               "'%s' must be a JSON object with string \"prefix\" and \"suffix\" (the text the chat "
-                              "template puts around one user prompt)",
+                              "template puts around one user prompt) and, when present, boolean \"strip\"",
                               path.c_str());
   }
   ChatTurn turn;
   turn.prefix = data["prefix"].get<std::string>();
   turn.suffix = data["suffix"].get<std::string>();
+  turn.strip = data.contains("strip") && data["strip"].get<bool>();
   return turn;
 }
 

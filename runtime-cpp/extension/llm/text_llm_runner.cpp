@@ -316,7 +316,7 @@ Error TextLLMRunner::generate(const std::string& prompt, const GenerationConfig&
     if (!turn.ok()) return turn.error();
     set_chat_turn(std::move(turn.get()));
   }
-  const std::string text = config.apply_chat_template ? chat_turn_.prefix + prompt + chat_turn_.suffix : prompt;
+  const std::string text = config.apply_chat_template ? chat_turn_.wrap(prompt) : prompt;
   begin_stats(start);
   auto encoded = tokenizer_->encode(text);
   if (!encoded.ok()) return encoded.error();

@@ -51,14 +51,25 @@ runtime::Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& pa
 struct ChatTurn {
   std::string prefix;
   std::string suffix;
+  bool strip = false;  // the template trims the prompt first (Llama 3's `| trim`): ASCII whitespace at both ends
+
+  /// The text one user turn with `prompt` renders to.
+  std::string wrap(const std::string& prompt) const {
+    if (!strip) return prefix + prompt + suffix;
+    const char* ws = " \t\n\r\f\v";
+    const size_t first = prompt.find_first_not_of(ws);
+    if (first == std::string::npos) return prefix + suffix;
+    return prefix + prompt.substr(first, prompt.find_last_not_of(ws) - first + 1) + suffix;
+  }
 };
 
 /// The file load_chat_turn() reads, in the folder of the tokenizer file.
 inline constexpr const char* kChatTurnFile = "chat_turn.json";
 
-/// Reads chat_turn.json ({"prefix": "...", "suffix": "..."}, UTF-8) from the folder of `tokenizer_path`.
-/// Errors (message in runtime::last_error_message()): NotFound (no such file; the message says how to make
-/// one), InvalidArgument (not a JSON object with string "prefix" and "suffix"), NotSupported (built without
+/// Reads chat_turn.json ({"prefix": "...", "suffix": "..."[, "strip": true]}, UTF-8) from the folder of
+/// `tokenizer_path`. Errors (message in runtime::last_error_message()): NotFound (no such file; the message
+/// says how to make one), InvalidArgument (not a JSON object with string "prefix" and "suffix" and, when
+/// present, a boolean "strip"), NotSupported (built without
 /// pytorch-tokenizers, whose JSON reader it uses).
 runtime::Result<ChatTurn> load_chat_turn(const std::string& tokenizer_path);
 
