@@ -33,14 +33,34 @@ namespace {
 
 nb::object g_error_type;  // etkit._runtime.EtkitRuntimeError
 
+/// A str from runtime bytes (a message may quote bytes of a corrupt file: decoded leniently), or None for "".
+nb::object text_or_none(const char* s, bool keep_empty = false) {
+  if (s == nullptr || (s[0] == '\0' && !keep_empty)) return nb::none();
+  return nb::steal(PyUnicode_DecodeUTF8(s, static_cast<Py_ssize_t>(std::strlen(s)), "replace"));
+}
+
+/// Raises EtkitRuntimeError(message) with the failure's structure as attributes (rt::last_error_context):
+/// code ("InvalidProgram"), detail (the runtime's message), context (what the binding was doing), and
+/// backend_id, method, operator, instruction, delegate_index where the runtime knows them (else None).
 [[noreturn]] void raise(rt::Error e, const std::string& context) {
+  const rt::ErrorContext where = rt::last_error_context();
   std::string msg = context + ": " + rt::error_name(e);
   const char* detail = rt::last_error_message();
   if (detail != nullptr && detail[0] != '\0') msg += ": " + std::string(detail);
-  // a message may quote bytes of a corrupt file: decode leniently so the error itself is what surfaces
-  PyObject* text = PyUnicode_DecodeUTF8(msg.data(), static_cast<Py_ssize_t>(msg.size()), "replace");
-  PyErr_SetObject(g_error_type.ptr(), text);
-  Py_XDECREF(text);
+  nb::object text = text_or_none(msg.c_str(), true);
+  nb::object error = nb::steal(PyObject_CallOneArg(g_error_type.ptr(), text.ptr()));
+  if (!error.is_valid()) throw nb::python_error();
+  error.attr("code") = rt::error_name(e);
+  error.attr("detail") = text_or_none(detail, true);
+  error.attr("context") = context;
+  const bool same = where.code == e;  // the context describes this failure, not an earlier one
+  error.attr("backend_id") = same ? text_or_none(where.backend_id) : nb::none();
+  error.attr("method") = same ? text_or_none(where.method) : nb::none();
+  error.attr("operator") = same ? text_or_none(where.op) : nb::none();
+  error.attr("instruction") = same && where.instruction >= 0 ? nb::object(nb::int_(where.instruction)) : nb::none();
+  error.attr("delegate_index") =
+      same && where.delegate_index >= 0 ? nb::object(nb::int_(where.delegate_index)) : nb::none();
+  PyErr_SetObject(g_error_type.ptr(), error.ptr());
   throw nb::python_error();
 }
 
@@ -408,7 +428,15 @@ void python_log_sink(et_timestamp_t timestamp, et_pal_log_level_t level, const c
 NB_MODULE(_runtime, m) {
   m.doc() = "etkit C++ runtime binding (use etkit.runtime instead)";
   g_error_type = nb::borrow(PyErr_NewExceptionWithDoc(
-      "etkit._runtime.EtkitRuntimeError", "A failure reported by the etkit C++ runtime.", PyExc_RuntimeError, nullptr));
+      "etkit._runtime.EtkitRuntimeError",
+      "A failure reported by the etkit C++ runtime. Attributes (None where unknown): code (the runtime's Error "
+      "name, e.g. 'InvalidProgram'), detail (its message), context (what was being done), backend_id, method, "
+      "operator, instruction, delegate_index.",
+      PyExc_RuntimeError, nullptr));
+  for (const char* name : {"code", "detail", "context", "backend_id", "method", "operator", "instruction",
+                           "delegate_index"}) {
+    g_error_type.attr(name) = nb::none();  // an error raised from Python code has them too
+  }
   m.attr("EtkitRuntimeError") = g_error_type;
   m.attr("BACKEND_ABI_VERSION") = ETKIT_BACKEND_ABI_VERSION;
 
@@ -504,6 +532,8 @@ NB_MODULE(_runtime, m) {
       .def("meta", [](MethodHolder& h) { return method_meta_dict(h.method->method_meta()); })
       .def_prop_ro("name", [](MethodHolder& h) { return h.name; })
       .def_prop_ro("fallback_reason", [](MethodHolder& h) { return std::string(h.method->fallback_reason()); })
+      .def_prop_ro("fallback_backend_id",
+                   [](MethodHolder& h) { return std::string(h.method->fallback_backend_id()); })
       .def(
           "enable_profiling",
           [](MethodHolder& h, size_t capacity) {

@@ -10,6 +10,12 @@ namespace etkit::runtime {
 namespace {
 constexpr size_t kMessageCapacity = 1024;
 thread_local char g_message[kMessageCapacity] = {0};
+thread_local ErrorContext g_context;
+
+void copy_field(char* dst, size_t capacity, const char* src) {
+  if (src == nullptr) return;
+  std::snprintf(dst, capacity, "%s", src);
+}
 }  // namespace
 
 const char* error_name(Error error) {
@@ -43,6 +49,8 @@ Error set_error(Error error, const char* format, ...) {
   va_start(args, format);
   std::vsnprintf(g_message, kMessageCapacity, format, args);
   va_end(args);
+  g_context = ErrorContext();
+  g_context.code = error;
   // The caller hands the message on with the Error; the log has it for whoever follows the runtime at Debug
   // (vlogf returns at once below that level).
   internal::vlogf(LogLevel::Debug, "", "", 0, "%s: %s", error_name(error), g_message);
@@ -56,6 +64,20 @@ void result_value_of_error(Error error) {
 }
 }  // namespace internal
 
-void clear_error_message() { g_message[0] = '\0'; }
+void clear_error_message() {
+  g_message[0] = '\0';
+  g_context = ErrorContext();
+}
+
+const ErrorContext& last_error_context() { return g_context; }
+
+void set_error_context(const char* backend_id, const char* method, const char* op, int64_t instruction,
+                       int64_t delegate_index) {
+  copy_field(g_context.backend_id, sizeof(g_context.backend_id), backend_id);
+  copy_field(g_context.method, sizeof(g_context.method), method);
+  copy_field(g_context.op, sizeof(g_context.op), op);
+  if (instruction >= 0) g_context.instruction = instruction;
+  if (delegate_index >= 0) g_context.delegate_index = delegate_index;
+}
 
 }  // namespace etkit::runtime

@@ -119,6 +119,7 @@ class MethodState {
   const ProgramData* program = nullptr;
   const char* name = "";
   std::string fallback_reason;             // set when this is a "#fallback" twin loaded in place of `name`
+  std::string fallback_backend_id;         // and the backend the primary plan needed
   LoadTimeAllocator own_alloc;             // metadata, handles (load time only), unless the caller gave one
   MemoryAllocator* method_allocator = nullptr;  // the caller's (MemoryManager::method_allocator), or null
   bool in_caller_memory = false;                // this object itself lives in `method_allocator`
@@ -507,13 +508,16 @@ Error MethodState::init_delegates(const NamedDataMap* named, EventTracer* event_
     BackendInterface* backend = get_backend(id);
     if (backend == nullptr) {
       t_backend_missing = true;
-      return set_error(Error::NotFound,
-                       "program needs backend '%s' which is not registered in this runtime; install/link its plugin",
-                       id);
+      set_error(Error::NotFound,
+                "program needs backend '%s' which is not registered in this runtime; install/link its plugin", id);
+      set_error_context(id, name, nullptr, -1, static_cast<int64_t>(i));
+      return Error::NotFound;
     }
     if (!backend->is_available()) {
       t_backend_missing = true;
-      return set_error(Error::NotSupported, "backend '%s' is registered but not available on this machine", id);
+      set_error(Error::NotSupported, "backend '%s' is registered but not available on this machine", id);
+      set_error_context(id, name, nullptr, -1, static_cast<int64_t>(i));
+      return Error::NotSupported;
     }
     FreeableBuffer processed;
     const fb::BackendDelegateDataReference* ref = d->processed();
@@ -550,8 +554,10 @@ Error MethodState::init_delegates(const NamedDataMap* named, EventTracer* event_
     if (!handle.ok()) {
       char inner[768];
       std::snprintf(inner, sizeof(inner), "%s", last_error_message());
-      return set_error(handle.error(), "backend '%s' failed to initialise delegate %zu: %s (%s)", id, i,
+      Error failed = set_error(handle.error(), "backend '%s' failed to initialise delegate %zu: %s (%s)", id, i,
                        inner[0] ? inner : "no message", error_name(handle.error()));
+      set_error_context(id, name, nullptr, -1, static_cast<int64_t>(i));
+      return failed;
     }
     delegates[i].backend = backend;
     delegates[i].handle = handle.get();
@@ -727,8 +733,10 @@ Error MethodState::execute() {
         if (ctx.failure_state() != Error::Ok) {
           char inner[768];
           std::snprintf(inner, sizeof(inner), "%s", last_error_message());
-          return set_error(ctx.failure_state(), "%s (instruction %zu of method '%s') failed: %s",
-                           op_names[in.op_index], pc, name, inner[0] ? inner : error_name(ctx.failure_state()));
+          set_error(ctx.failure_state(), "%s (instruction %zu of method '%s') failed: %s", op_names[in.op_index], pc,
+                    name, inner[0] ? inner : error_name(ctx.failure_state()));
+          set_error_context(nullptr, name, op_names[in.op_index], static_cast<int64_t>(pc), -1);
+          return ctx.failure_state();
         }
         ++pc;
         break;
@@ -751,8 +759,10 @@ Error MethodState::execute() {
         if (e != Error::Ok) {
           char inner[768];
           std::snprintf(inner, sizeof(inner), "%s", last_error_message());
-          return set_error(e, "backend '%s' (delegate %u, instruction %zu of method '%s') failed: %s", d.id,
-                           in.delegate_index, pc, name, inner[0] ? inner : error_name(e));
+          set_error(e, "backend '%s' (delegate %u, instruction %zu of method '%s') failed: %s", d.id,
+                    in.delegate_index, pc, name, inner[0] ? inner : error_name(e));
+          set_error_context(d.id, name, nullptr, static_cast<int64_t>(pc), static_cast<int64_t>(in.delegate_index));
+          return e;
         }
         ++pc;
         break;
@@ -866,12 +876,16 @@ Result<Method> Program::load_method_or_fallback(const char* method_name, MemoryM
   std::string twin = std::string(method_name) + kFallbackMethodSuffix;
   if (!has_plan(data_->program, twin)) return primary;
   std::string why = last_error_message();
+  const ErrorContext primary_context = last_error_context();  // the backend that is missing
   Result<Method> fallback = load_plan(twin.c_str(), memory_manager, event_tracer);
   if (!fallback.ok()) {
-    return set_error(fallback.error(), "%s; its fallback plan '%s' could not load either: %s", why.c_str(),
-                     twin.c_str(), std::string(last_error_message()).c_str());
+    set_error(fallback.error(), "%s; its fallback plan '%s' could not load either: %s", why.c_str(), twin.c_str(),
+              std::string(last_error_message()).c_str());
+    set_error_context(primary_context.backend_id, primary_context.method, nullptr, -1, primary_context.delegate_index);
+    return fallback.error();
   }
   fallback->state_->fallback_reason = why;
+  fallback->state_->fallback_backend_id = primary_context.backend_id;
   clear_error_message();
   return fallback;
 }
@@ -999,6 +1013,7 @@ Method::~Method() = default;
 
 MethodMeta Method::method_meta() const { return MethodMeta(state_->plan); }
 const char* Method::fallback_reason() const { return state_->fallback_reason.c_str(); }
+const char* Method::fallback_backend_id() const { return state_->fallback_backend_id.c_str(); }
 size_t Method::inputs_size() const { return state_->inputs.size(); }
 size_t Method::outputs_size() const { return state_->outputs.size(); }
 size_t Method::values_size() const { return state_->values.size(); }

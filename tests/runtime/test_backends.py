@@ -24,6 +24,33 @@ def test_missing_backend_names_it_and_says_what_to_do():
         program.load_method("forward")
     assert ("program needs backend 'EtkitNoSuchBackend' which is not registered in this runtime; "
             "install/link its plugin") in str(info.value)
+    # the same facts as attributes (no text to parse): the runtime's error code, the backend, where it failed
+    error = info.value
+    assert (error.code, error.backend_id, error.method, error.delegate_index) == \
+        ("NotFound", "EtkitNoSuchBackend", "forward", 0)
+    assert error.instruction is None and error.operator is None and "EtkitNoSuchBackend" in error.detail
+
+
+def test_kernel_failure_at_execute_names_the_operator_and_instruction():
+    """A kernel that fails while executing (an index out of range) raises with code, operator, instruction and
+    method as attributes; a failure outside any instruction has them None."""
+    import etkit
+
+    class Gather(torch.nn.Module):
+        def forward(self, x, i):
+            return x[i] * 2
+
+    program = etkit.to_edge(torch.export.export(Gather(), (torch.randn(4, 3), torch.tensor([1, 2])))).to_executorch()
+    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    with pytest.raises(EtkitRuntimeError) as info:
+        method.execute([torch.randn(4, 3), torch.tensor([1, 9])])
+    error = info.value
+    assert error.method == "forward" and error.operator.startswith("aten::index") and error.backend_id is None
+    assert isinstance(error.instruction, int) and f"instruction {error.instruction} of method 'forward'" in str(error)
+    assert error.code in ("InvalidArgument", "InvalidState") and error.code in str(error)
+    with pytest.raises(EtkitRuntimeError) as info:
+        Runtime.get().load_program(b"not a program at all")
+    assert info.value.code == "InvalidProgram" and info.value.instruction is None and info.value.backend_id is None
 
 
 def test_registered_backend_is_listed_and_used_by_load_method():
@@ -33,8 +60,9 @@ def test_registered_backend_is_listed_and_used_by_load_method():
     assert "EtkitProbeBackend" in runtime.backend_registry.registered_backend_names
     assert runtime.backend_registry.is_available("EtkitProbeBackend")
     # The probe's init() refuses every payload: load_method reports the backend's failure by name.
-    with pytest.raises(EtkitRuntimeError, match="backend 'EtkitProbeBackend' failed to initialise"):
+    with pytest.raises(EtkitRuntimeError, match="backend 'EtkitProbeBackend' failed to initialise") as info:
         runtime.load_program(add_program(delegate_backend="EtkitProbeBackend")).load_method("forward")
+    assert (info.value.backend_id, info.value.method, info.value.delegate_index) == ("EtkitProbeBackend", "forward", 0)
 
 
 def test_set_backend_option_unknown_backend_raises():
@@ -51,3 +79,15 @@ def test_portable_kernels_are_registered_under_executorch_names():
 
 def test_runtime_get_is_a_singleton():
     assert Runtime.get() is Runtime.get()
+
+
+def test_the_docs_errors_example_runs(capsys):
+    """docs/runtime.md "Errors": its example, as written, prints what its comment says."""
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
+    example = re.search(r"## Errors.*?```python\n(.*?)```", text, re.S)
+    assert example, "docs/runtime.md lost its errors example"
+    exec(compile(example.group(1), "docs/runtime.md", "exec"), {"__name__": "docs_example"})
+    printed = capsys.readouterr().out.strip()
+    assert printed == "InvalidArgument aten::index.Tensor_out 0" and f"# {printed}" in example.group(1)

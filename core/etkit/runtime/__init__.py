@@ -353,7 +353,7 @@ class Method:
         reason = getattr(self._native, "fallback_reason", "")
         if not reason:
             return None
-        return "\n".join([reason, *_unavailable_backend_reasons(reason)])
+        return "\n".join([reason, *_unavailable_backend_reasons(getattr(self._native, "fallback_backend_id", ""))])
 
     def execute(self, inputs: Sequence[Any] | None = None) -> list:
         """Runs the method on ``inputs``: tensors as ``torch.Tensor``, ``numpy.ndarray``, any DLPack tensor
@@ -469,9 +469,9 @@ class Program:
         try:
             native = self._native.load_method(name, self._etdump)
         except EtkitRuntimeError as exc:
-            reasons = _unavailable_backend_reasons(str(exc))
+            reasons = _unavailable_backend_reasons(exc.backend_id)
             if reasons:
-                raise EtkitRuntimeError(f"{exc}\n" + "\n".join(reasons)) from None
+                exc.args = (f"{exc}\n" + "\n".join(reasons),)  # the same error, with the plugin's explanation
             raise
         return Method(native, MethodMeta._from_dict(native.meta()))
 
@@ -512,20 +512,19 @@ class DebugLevel(enum.IntEnum):
     IntermediateOutputs = 2   # plus every kernel's output and every delegate call's tensor arguments
 
 
-def _unavailable_backend_reasons(message: str) -> list[str]:
-    """For each installed plugin whose backend id ``message`` names and which is unavailable here, its
-    own explanation (e.g. which platform it needs); empty when no such plugin is installed."""
-    import re
-
+def _unavailable_backend_reasons(backend_id: "str | None") -> list[str]:
+    """When the installed plugin of ``backend_id`` (the backend a load failed on, ``EtkitRuntimeError.backend_id``)
+    is unavailable here, its own explanation (e.g. which platform it needs); empty otherwise."""
+    if not backend_id:
+        return []
     try:
         from etkit.plugins.manager import get_backend_specs
         specs = get_backend_specs()
     except Exception:  # plugin discovery broken: keep the runtime's message
         return []
-    named = set(re.findall(r"backend '([^']+)'", message))
     reasons = []
     for spec in specs:
-        if spec.backend_id in named:
+        if spec.backend_id == backend_id:
             availability = spec.is_available()
             if not availability:
                 reasons.append(f"{spec.backend_id}: {availability.reason}")
@@ -737,7 +736,7 @@ def _set_option_if_supported(backend_id: str, key: str, value: int) -> None:
     try:
         _runtime.set_backend_option(backend_id, key, int(value))
     except EtkitRuntimeError as exc:
-        if "NotSupported" not in str(exc) and "not supported" not in str(exc):
+        if exc.code != "NotSupported":
             raise
 
 
@@ -773,5 +772,5 @@ def set_num_threads(num_threads: int) -> None:
     try:
         runtime.set_backend_option("*", "num_threads", int(num_threads))
     except EtkitRuntimeError as exc:
-        if "NotSupported" not in str(exc) and "not supported" not in str(exc):
+        if exc.code != "NotSupported":
             raise

@@ -50,8 +50,25 @@ Error set_error(Error error, const char* format, ...)
 #endif
     ;
 
-/// Clears `last_error_message()`.
+/// Clears `last_error_message()` and `last_error_context()`.
 void clear_error_message();
+
+/// Where the last failure on this thread happened, as far as the runtime knows it, beside its message: what
+/// bindings turn into exception attributes instead of parsing the text. Empty strings and -1 are unknown.
+/// set_error() resets it (code = the error, nothing else known); the runtime fills in the rest where it
+/// reports a failure of a kernel, a delegate or a backend.
+struct ErrorContext {
+  Error code = Error::Ok;
+  char backend_id[64] = {0};  // the backend whose delegate failed or is missing
+  char method[128] = {0};     // the method being loaded or executed
+  char op[128] = {0};         // the operator ("aten::add.out") whose kernel failed
+  int64_t instruction = -1;   // index of the failing instruction in the method's plan
+  int64_t delegate_index = -1;
+};
+const ErrorContext& last_error_context();
+/// Adds what is known to the context of the failure just recorded (null / -1: unknown). Never allocates.
+void set_error_context(const char* backend_id, const char* method, const char* op, int64_t instruction,
+                       int64_t delegate_index);
 
 }  // namespace etkit::runtime
 

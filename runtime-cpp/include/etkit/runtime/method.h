@@ -66,6 +66,8 @@ class Method final {
   /// Empty for a method loaded from its own plan; for a fallback twin (see kFallbackMethodSuffix), why
   /// the primary plan could not load, e.g. "program needs backend 'X' which is not registered ...".
   const char* fallback_reason() const;
+  /// For a fallback twin: the backend whose absence made the primary plan fail ("" otherwise).
+  const char* fallback_backend_id() const;
 
   /// Number of values and value i (for tools and tests).
   size_t values_size() const;
