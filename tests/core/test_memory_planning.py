@@ -157,11 +157,8 @@ def test_a_mem_id_that_is_not_a_buffer_is_refused():
 
 def test_the_docs_two_arena_example_runs(capsys):
     """docs/runtime.md "Several planned arenas": its example, as written, and the sizes it states."""
-    import pathlib
-    import re
-    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
-    example = re.search(r"### Several planned arenas.*?```python\n(.*?)```", text, re.S)
-    assert example, "docs/runtime.md lost its two-arena example"
-    exec(compile(example.group(1), "docs/runtime.md", "exec"), {"__name__": "docs_example"})
+    from tests.docs_examples import run_docs_example
+
+    source = run_docs_example("runtime.md", "### Several planned arenas")
     printed = capsys.readouterr().out.strip()
-    assert printed == "(1024, 8192)" and f"# {printed}: arena 1, arena 2" in example.group(1)
+    assert printed == "(1024, 8192)" and f"# {printed}: arena 1, arena 2" in source

@@ -83,11 +83,8 @@ def test_runtime_get_is_a_singleton():
 
 def test_the_docs_errors_example_runs(capsys):
     """docs/runtime.md "Errors": its example, as written, prints what its comment says."""
-    import pathlib
-    import re
-    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
-    example = re.search(r"## Errors.*?```python\n(.*?)```", text, re.S)
-    assert example, "docs/runtime.md lost its errors example"
-    exec(compile(example.group(1), "docs/runtime.md", "exec"), {"__name__": "docs_example"})
+    from tests.docs_examples import run_docs_example
+
+    source = run_docs_example("runtime.md", "## Errors")
     printed = capsys.readouterr().out.strip()
-    assert printed == "InvalidArgument aten::index.Tensor_out 0" and f"# {printed}" in example.group(1)
+    assert printed == "InvalidArgument aten::index.Tensor_out 0" and f"# {printed}" in source

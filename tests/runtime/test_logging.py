@@ -61,12 +61,9 @@ def test_log_levels_by_name_and_by_logging_level(runtime_level):
 
 def test_the_docs_example_runs(caplog, capsys, runtime_level):
     """docs/runtime.md "Platform layer and logging": its Python example, as written."""
-    import pathlib
-    import re
-    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
-    example = re.search(r"## Platform layer and logging.*?```python\n(.*?)```", text, re.S)
-    assert example, "docs/runtime.md lost its logging example"
+    from tests.docs_examples import run_docs_example
+
     caplog.set_level(logging.DEBUG, logger="etkit.runtime")
-    exec(compile(example.group(1), "docs/runtime.md", "exec"), {"__name__": "docs_example"})
+    run_docs_example("runtime.md", "## Platform layer and logging")
     assert capsys.readouterr().out.strip() == "EtkitRuntimeError"
     assert any(r.getMessage().startswith("InvalidProgram: not an ExecuTorch program") for r in _records(caplog))

@@ -213,6 +213,21 @@ def _read_program(zf: zipfile.ZipFile, name: str, where: str) -> tuple:
     return table, program
 
 
+def _torch_entry(zf, name: str, where: str, shape: str, valid):
+    """The ``torch.save``d entry ``name`` of the zip, checked by ``valid``.
+
+    Raises:
+        ETRecordError: it cannot be unpickled (torch's reason), or is not ``shape``.
+    """
+    try:
+        value = torch.load(io.BytesIO(zf.read(name)), weights_only=True)
+    except Exception as exc:  # torch.load names what it cannot unpickle
+        raise ETRecordError(f"{where}: entry {name} cannot be read: {exc}") from None
+    if not valid(value):
+        raise ETRecordError(f"{where}: entry {name} is not {shape}")
+    return value
+
+
 def _json_keys(mapping: dict) -> dict:
     """JSON object keys are strings (ExecuTorch writes instruction indices as "0", "1", ...)."""
     return {str(k): (_json_keys(v) if isinstance(v, dict) else v) for k, v in mapping.items()}
@@ -435,25 +450,14 @@ def parse_etrecord(etrecord_path: "str | os.PathLike | bytes") -> ETRecord:
                 raise ETRecordError(f"{where}: entry {key} cannot be read: {exc}") from None
             _check_map(maps[key], key, where)
         exported = _read_program(zf, EXPORTED_PROGRAM, where)[1] if EXPORTED_PROGRAM in names else None
-        inputs = None
-        if REPRESENTATIVE_INPUTS in names:
-            try:
-                inputs = torch.load(io.BytesIO(zf.read(REPRESENTATIVE_INPUTS)), weights_only=True)
-            except Exception as exc:  # torch.load names what it cannot unpickle
-                raise ETRecordError(f"{where}: entry {REPRESENTATIVE_INPUTS} cannot be read: {exc}") from None
-            if not isinstance(inputs, (list, tuple)) or not all(isinstance(i, (list, tuple)) for i in inputs):
-                raise ETRecordError(f"{where}: entry {REPRESENTATIVE_INPUTS} is not a list of input lists")
-        references = None
-        if REFERENCE_OUTPUTS in names:
-            try:
-                references = torch.load(io.BytesIO(zf.read(REFERENCE_OUTPUTS)), weights_only=True)
-            except Exception as exc:  # torch.load names what it cannot unpickle
-                raise ETRecordError(f"{where}: entry {REFERENCE_OUTPUTS} cannot be read: {exc}") from None
-            if not isinstance(references, dict) or not all(
-                    isinstance(m, str) and isinstance(outs, (list, tuple)) and all(isinstance(o, (list, tuple))
-                                                                                  for o in outs)
-                    for m, outs in references.items()):
-                raise ETRecordError(f"{where}: entry {REFERENCE_OUTPUTS} is not {{method: [output lists]}}")
+        def lists(v) -> bool:
+            return isinstance(v, (list, tuple)) and all(isinstance(i, (list, tuple)) for i in v)
+
+        inputs = _torch_entry(zf, REPRESENTATIVE_INPUTS, where, "a list of input lists", lists) \
+            if REPRESENTATIVE_INPUTS in names else None
+        references = _torch_entry(zf, REFERENCE_OUTPUTS, where, "{method: [output lists]}", lambda v: isinstance(
+            v, dict) and all(isinstance(m, str) and lists(outs) for m, outs in v.items())) \
+            if REFERENCE_OUTPUTS in names else None
         edge, tables = {}, {}
         for name in sorted(names):
             if name.startswith(EDGE_PREFIX) and not name.endswith(_PARTS[1:]):

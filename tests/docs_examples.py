@@ -1,0 +1,24 @@
+"""The Python examples of the docs, run as written by the tests that check them (each test states what the
+example must print)."""
+from __future__ import annotations
+
+import pathlib
+import re
+
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+
+
+def docs_example(page: str, heading: str) -> str:
+    """The first ```python block after the Markdown heading ``heading`` (e.g. ``"## Errors"``) of
+    ``docs/<page>``; fails the test when the page lost it."""
+    text = (DOCS / page).read_text()
+    found = re.search(re.escape(heading) + r"\n.*?```python\n(.*?)```", text, re.S)
+    assert found, f"docs/{page} lost its example under {heading!r}"
+    return found.group(1)
+
+
+def run_docs_example(page: str, heading: str) -> str:
+    """Runs :func:`docs_example` as a module of its own and returns its source."""
+    source = docs_example(page, heading)
+    exec(compile(source, f"docs/{page}", "exec"), {"__name__": "docs_example"})
+    return source
