@@ -90,6 +90,7 @@ TARGETS = [
     Target("fuzz_program", "runtime", "fuzz/fuzz_program", ROOT / "fuzz" / "program"),
     Target("fuzz_bundled_program", "runtime", "fuzz/fuzz_bundled_program", ROOT / "fuzz" / "bundled_program"),
     Target("fuzz_etdump", "runtime", "fuzz/fuzz_etdump", ROOT / "fuzz" / "etdump"),
+    Target("fuzz_ptd", "runtime", "fuzz/fuzz_ptd", ROOT / "fuzz" / "ptd"),
     Target("fuzz_xnnpack", "xnnpack", "fuzz_xnnpack", ROOT / "plugins" / "xnnpack" / "runtime" / "fuzz"),
     # lavapipe compiles every pipeline with LLVM, and what that frees pins ASan's quarantine: replaying 1,700 inputs
     # (-runs=0) leaves 2.3-3.5 GiB resident with the default 256 MiB quarantine, 0.8 GiB with 8 MiB, 0.33 GiB

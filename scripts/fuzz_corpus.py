@@ -11,6 +11,8 @@ Writes ``OUT_DIR/<target>/<seed>`` files (the directory is emptied first):
   specs, the program's named data, then the payload), one per delegate of the lowered programs.
 - ``fuzz_bundled_program``: ``.bpte`` files (two test cases each) of portable and XNNPACK programs.
 - ``fuzz_etdump``: ETDump files of portable and XNNPACK programs run twice (intermediate outputs logged).
+- ``fuzz_ptd``: .ptd data files of portable programs (constants with tensor layouts) and XNNPACK programs
+  (named data without layouts) exported with ``external_constants=True``.
 - ``fuzz_qnn_payload``, ``fuzz_coreml_payload``: the raw payloads (those targets read the payload alone).
 
 A plugin that cannot be imported is an error: a fuzz run without seeds for a target would look like one
@@ -154,7 +156,20 @@ def _etdumps():
     return seeds
 
 
-def _lower(model, inputs, dynamic_shapes, partitioners) -> bytes:
+def _data_files():
+    """.ptd files of portable and XNNPACK programs (ExecutorchBackendConfig(external_constants=True))."""
+    from etkit_xnnpack import XnnpackPartitioner
+
+    seeds = []
+    for name, model, inputs, dynamic in _float_models()[:3]:
+        for backend, partitioners in (("portable", []), ("xnnpack", [XnnpackPartitioner()])):
+            program = _lower(model, inputs, dynamic, partitioners, etkit.ExecutorchBackendConfig(external_constants=True),
+                             manager=True)
+            seeds += [(f"{backend}_{name}", blob) for blob in program.data_files.values()]
+    return seeds
+
+
+def _lower(model, inputs, dynamic_shapes, partitioners, config=None, manager=False):
     torch.manual_seed(0)
     if isinstance(model, nn.Module) and not isinstance(model, torch.fx.GraphModule):
         model = model.eval()  # a PT2E-converted GraphModule refuses eval()
@@ -163,7 +178,8 @@ def _lower(model, inputs, dynamic_shapes, partitioners) -> bytes:
         edge = etkit.to_edge_transform_and_lower(ep, partitioner=list(partitioners))
     else:
         edge = etkit.to_edge(ep)
-    return bytes(edge.to_executorch().buffer)
+    program = edge.to_executorch(config)
+    return program if manager else bytes(program.buffer)
 
 
 def _xnnpack_programs():
@@ -297,6 +313,7 @@ TARGETS = {
     + [(f"xnnpack_{n}", p) for n, p in _xnnpack_programs()],
     "fuzz_bundled_program": _bundles,
     "fuzz_etdump": _etdumps,
+    "fuzz_ptd": _data_files,
     "fuzz_xnnpack": lambda: _cases(_xnnpack_programs(), "XnnpackBackend", delegate_cases),
     "fuzz_vulkan": lambda: _cases(_vulkan_programs(), "VulkanBackend", delegate_cases),
     "fuzz_ethosu": lambda: _cases(_ethosu_programs(), "EthosUBackend", delegate_cases),

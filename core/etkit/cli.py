@@ -31,6 +31,10 @@ def _cmd_inspect(args) -> int:
     try:
         with open(args.model, "rb") as f:
             data = f.read()
+        from .serialize.ptd import format_ptd, is_ptd
+        if is_ptd(data):
+            print(format_ptd(data).replace("<bytes>", args.model, 1), end="")
+            return 0
         print(format_program(data).replace("<bytes>", args.model, 1), end="")
         requirements = program_requirements(data)
     except (PteFormatError, OSError) as exc:
@@ -157,8 +161,9 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("backends", help="list installed backend plugins and whether each can run here")
     p.set_defaults(fn=_cmd_backends)
-    p = sub.add_parser("inspect", help="print a .pte program: methods, instructions, delegates, segments")
-    p.add_argument("model", help="path to a .pte file")
+    p = sub.add_parser("inspect", help="print a .pte program (methods, instructions, delegates, segments) or a "
+                                       ".ptd data file (keys, tensor layouts, sizes)")
+    p.add_argument("model", help="path to a .pte or .ptd file")
     p.add_argument("--dump", metavar="DIR", default=None,
                    help="also write each delegate's payload to DIR, laid out by its backend's plugin (e.g. the "
                         "compiled or intermediate graphs), else as raw bytes")

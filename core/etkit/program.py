@@ -6,9 +6,10 @@ Names and behaviour follow ExecuTorch's ``executorch.exir`` (seed pages "Exporti
 from __future__ import annotations
 
 import copy
+import os
 import time
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 from torch.export import ExportedProgram
@@ -282,9 +283,10 @@ class EdgeProgramManager:
         if config.delegate_fallback:
             programs.update(fallback_twins(self._recipe, self._programs, config.delegate_fallback))
         debug_info: dict = {}
-        contents, plans = build_program(programs, config, self._config_methods, debug_info)
+        contents, plans, external = build_program(programs, config, self._config_methods, debug_info)
         manager = ExecutorchProgramManager(contents, config, plans, time.perf_counter() - start,
-                                           config_methods=self._config_methods, debug_info=debug_info)
+                                           config_methods=self._config_methods, debug_info=debug_info,
+                                           external_data=external)
         if self._etrecord_edge is not None:
             from .devtools.etrecord import ETRecord
             manager._etrecord = ETRecord.from_managers(self._etrecord_edge, manager,
@@ -308,6 +310,15 @@ class ExecutorchBackendConfig:
             every method that delegates to a backend which exists only on some platforms, lowered
             without it; etkit's runtime runs the twin where that backend is unavailable
             (:mod:`etkit.fallback`, docs/fallback.md). Needs ``to_edge_transform_and_lower``.
+        external_constants: ExecuTorch's option. ``True`` keeps every parameter, buffer and frozen
+            constant in a ``.ptd`` data file (``_default_external_constant.ptd``) instead of the
+            ``.pte``, keyed by fully qualified name; a callable ``(torch.fx.Node) -> Optional[str]``
+            names each constant's file stem (None: keep it in the ``.pte``). Write the files with
+            :meth:`ExecutorchProgramManager.write_tensor_data_to_file`; load with ``data_path=``
+            (docs/runtime.md, ".ptd data files").
+        external_named_data: backends' named data (a delegate's weights) go to a data file too:
+            ``True`` (the default when ``external_constants is True``) to the default one, a string
+            to ``<string>.ptd``, ``False`` to keep them in the ``.pte``.
     """
 
     memory_planning_pass: object = None
@@ -317,14 +328,19 @@ class ExecutorchBackendConfig:
     extract_delegate_segments: bool = True
     constant_folding: bool = True
     delegate_fallback: Union[bool, Sequence[str]] = False
+    external_constants: Union[bool, Callable] = False
+    external_named_data: Union[None, bool, str] = None
 
 
 class ExecutorchProgramManager:
     """A program ready to be written: :attr:`buffer` holds the ``.pte`` bytes."""
 
     def __init__(self, contents, config: ExecutorchBackendConfig, plans: dict, emit_seconds: float,
-                 config_methods: Optional[dict] = None, debug_info: Optional[dict] = None) -> None:
+                 config_methods: Optional[dict] = None, debug_info: Optional[dict] = None,
+                 external_data=None) -> None:
         self._contents = contents
+        self._external_data = external_data
+        self._data_files: Optional[dict] = None
         self._debug_info = debug_info or {}
         self._etrecord = None
         self._config_methods = config_methods
@@ -380,3 +396,30 @@ class ExecutorchProgramManager:
         else:
             with open(path_or_file, "wb") as f:
                 f.write(self.buffer)
+
+    @property
+    def data_files(self) -> dict:
+        """``{file name: bytes}`` of the ``.ptd`` data files (FlatTensor, schema/flat_tensor.fbs) that
+        ``external_constants`` / ``external_named_data`` asked for, e.g.
+        ``{"_default_external_constant.ptd": b"..."}``; empty when the program keeps all its data."""
+        if self._data_files is None:
+            self._data_files = self._external_data.serialize() if self._external_data is not None else {}
+        return dict(self._data_files)
+
+    def write_tensor_data_to_file(self, outdir) -> list:
+        """Write each of :attr:`data_files` into the directory ``outdir`` (ExecuTorch's method); returns
+        their paths. Load a program with its file: ``Runtime.get().load_program(pte, data_path=ptd)``.
+
+        Raises:
+            RuntimeError: the program has no data files (set ``ExecutorchBackendConfig(external_constants=True)``).
+        """
+        if not self.data_files:
+            raise RuntimeError("this program keeps all its data in the .pte: there is no .ptd to write (export "
+                               "with ExecutorchBackendConfig(external_constants=True) to make one)")
+        paths = []
+        for name, blob in self.data_files.items():
+            path = os.path.join(os.fspath(outdir), name)
+            with open(path, "wb") as f:
+                f.write(blob)
+            paths.append(path)
+        return paths

@@ -20,6 +20,7 @@
 
 #include "etkit/extension/devtools/bundled_program.h"
 #include "etkit/extension/devtools/etdump.h"
+#include "etkit/extension/flat_tensor/flat_tensor_data_map.h"
 #include "etkit/runtime/log.h"
 #include "etkit/runtime/platform.h"
 #include "etkit/runtime/runtime.h"
@@ -95,7 +96,20 @@ struct ProgramHolder {
   std::shared_ptr<BundleHolder> bundle;       // the .bpte holding the program, when loaded from one
   std::unique_ptr<rt::DataLoader> loader;
   std::unique_ptr<rt::Program> program;
+  std::unique_ptr<rt::DataLoader> data_loader;               // the .ptd data file, when one was given
+  std::unique_ptr<etkit::extension::FlatTensorDataMap> data_map;
 };
+
+/// Attaches a .ptd data file (mapped, read in place) whose keys every method loaded afterwards may use.
+void attach_data_file(ProgramHolder& h, const std::string& path) {
+  auto l = rt::MmapDataLoader::from(path.c_str());
+  if (!l.ok()) raise(l.error(), "cannot open data file '" + path + "'");
+  auto loader = std::make_unique<rt::MmapDataLoader>(std::move(l.get()));
+  auto map = etkit::extension::FlatTensorDataMap::load(loader.get());
+  if (!map.ok()) raise(map.error(), "cannot load data file '" + path + "'");
+  h.data_map = std::make_unique<etkit::extension::FlatTensorDataMap>(std::move(map.get()));
+  h.data_loader = std::move(loader);
+}
 
 std::unique_ptr<rt::Program> load_with(rt::DataLoader* loader, int verification, const std::string& what) {
   auto v = verification == 0 ? rt::Program::Verification::Minimal : rt::Program::Verification::InternalConsistency;
@@ -204,7 +218,8 @@ struct MethodHolder {
 
 std::shared_ptr<MethodHolder> load_method(std::shared_ptr<ProgramHolder> p, const std::string& name,
                                           std::shared_ptr<ETDumpHolder> etdump) {
-  auto r = p->program->load_method(name.c_str(), etdump ? etdump->gen.event_tracer() : nullptr);
+  auto r = p->program->load_method(name.c_str(), nullptr, etdump ? etdump->gen.event_tracer() : nullptr,
+                                   p->data_map.get());
   if (!r.ok()) raise(r.error(), "cannot load method '" + name + "'");
   auto h = std::make_shared<MethodHolder>();
   h->etdump = std::move(etdump);
@@ -452,6 +467,18 @@ NB_MODULE(_runtime, m) {
   nb::class_<ProgramHolder>(m, "Program")
       .def_static("load_file", &load_file, nb::arg("path"), nb::arg("verification") = 1)
       .def_static("load_bytes", &load_bytes, nb::arg("data"), nb::arg("verification") = 1)
+      .def("attach_data_file", &attach_data_file, nb::arg("path"))
+      .def("data_keys",
+           [](ProgramHolder& h) {
+             std::vector<std::string> keys;
+             if (!h.data_map) return keys;
+             auto n = h.data_map->get_num_keys();
+             for (size_t i = 0; n.ok() && i < n.get(); ++i) {
+               auto k = h.data_map->get_key(i);
+               if (k.ok()) keys.emplace_back(k.get());
+             }
+             return keys;
+           })
       .def("method_names",
            [](ProgramHolder& h) {
              std::vector<std::string> names;

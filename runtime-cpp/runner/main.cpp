@@ -1,7 +1,7 @@
 // etkit_runner: loads a .pte with the C++ runtime, runs one method and prints its outputs and the
 // median latency.
 //
-//   etkit_runner --model_path m.pte [--method forward] [--input a.npy ...] [--threads N]
+//   etkit_runner --model_path m.pte [--data_path m.ptd] [--method forward] [--input a.npy ...] [--threads N]
 //                [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]
 //                [--memory_limit BYTES] [--progress_every SECONDS]
 //                [--etdump_path P [--debug_buffer_path B] [--debug_level L] [--debug_buffer_size BYTES]]
@@ -13,6 +13,8 @@
 // largest absolute difference from the expected outputs (|expected - actual| <= atol + rtol * |actual|;
 // defaults ExecuTorch's: rtol 1e-5, atol 1e-8); the exit status is 1 when any case fails.
 //
+// --data_path maps a .ptd data file (schema/flat_tensor.fbs, ExecuTorch's FlatTensor) holding the weights and
+// named data the program keeps outside itself (ExportedProgram written with external_constants=True).
 // --memory_limit refuses a method whose program file plus planned buffers exceed BYTES (default: the
 // machine's RAM; etkit::runtime::set_memory_limit).
 // --progress_every S prints "progress: N executions, R executions/s over the last T s" every S seconds while
@@ -41,6 +43,7 @@
 
 #include "etkit/extension/devtools/bundled_program.h"
 #include "etkit/extension/devtools/etdump.h"
+#include "etkit/extension/flat_tensor/flat_tensor_data_map.h"
 #include "etkit/runtime/runtime.h"
 #include "etkit/runtime/threadpool.h"
 #include "npy.h"
@@ -53,6 +56,7 @@ namespace {
 
 struct Options {
   std::string model_path;
+  std::string data_path;
   std::string method = "forward";
   std::vector<std::string> inputs;
   int threads = 0;
@@ -77,7 +81,8 @@ struct Options {
 int usage(const char* msg) {
   if (msg) std::fprintf(stderr, "etkit_runner: %s\n", msg);
   std::fprintf(stderr,
-               "usage: etkit_runner --model_path M.pte [--method NAME] [--input X.npy ...] [--threads N]\n"
+               "usage: etkit_runner --model_path M.pte [--data_path D.ptd] [--method NAME] [--input X.npy ...]\n"
+               "                    [--threads N]\n"
                "                    [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]\n"
                "                    [--memory_limit BYTES] [--progress_every SECONDS]\n"
                "                    [--etdump_path P [--debug_buffer_path B] [--debug_level none|program_outputs|"
@@ -101,6 +106,9 @@ bool parse(int argc, char** argv, Options* o) {
     if (a == "--model_path") {
       if (!(v = value("--model_path"))) return false;
       o->model_path = v;
+    } else if (a == "--data_path") {
+      if (!(v = value("--data_path"))) return false;
+      o->data_path = v;
     } else if (a == "--method") {
       if (!(v = value("--method"))) return false;
       o->method = v;
@@ -255,7 +263,7 @@ void print_profile(const rt::Method& method) {
 /// Runs every test case of the bundled program (of `only`, when not empty); prints one line per case.
 /// Returns the exit status: 0 when every case passes, 1 otherwise.
 int run_bundled(rt::Program& program, const bp::BundledProgramView& bundle, const std::string& only, double rtol,
-                double atol) {
+                double atol, const rt::NamedDataMap* external_data) {
   size_t passed = 0, failed = 0;
   bool found = only.empty();
   for (size_t s = 0; s < bundle.num_method_test_suites(); ++s) {
@@ -264,7 +272,7 @@ int run_bundled(rt::Program& program, const bp::BundledProgramView& bundle, cons
     found = true;
     auto count = bundle.num_test_cases(name);
     if (!count.ok()) return fail("reading the bundled program", count.error());
-    auto method = program.load_method(name);
+    auto method = program.load_method(name, nullptr, nullptr, external_data);
     if (!method.ok()) {
       std::string what = "cannot load method '" + std::string(name) + "'";
       return fail(what.c_str(), method.error());
@@ -358,8 +366,24 @@ int main(int argc, char** argv) {
     std::string what = "cannot load program '" + opt.model_path + "'";
     return fail(what.c_str(), program.error());
   }
+  // --data_path: the .ptd, mapped; every method loaded below reads its external constants and named data from it.
+  std::optional<rt::MmapDataLoader> data_loader;
+  std::optional<etkit::extension::FlatTensorDataMap> data_map;
+  if (!opt.data_path.empty()) {
+    auto l = rt::MmapDataLoader::from(opt.data_path.c_str());
+    if (!l.ok()) return fail("cannot open data file", l.error());
+    data_loader.emplace(std::move(l.get()));
+    auto m = etkit::extension::FlatTensorDataMap::load(&*data_loader);
+    if (!m.ok()) {
+      std::string what = "cannot load data file '" + opt.data_path + "'";
+      return fail(what.c_str(), m.error());
+    }
+    data_map.emplace(std::move(m.get()));
+  }
+  const rt::NamedDataMap* external_data = data_map ? &*data_map : nullptr;
   if (opt.bundled_program) {
-    return run_bundled(program.get(), *bundle, opt.method_given ? opt.method : std::string(), opt.rtol, opt.atol);
+    return run_bundled(program.get(), *bundle, opt.method_given ? opt.method : std::string(), opt.rtol, opt.atol,
+                       external_data);
   }
   // --etdump_path: one tracer for loading and every iteration, its debug buffer allocated now.
   std::unique_ptr<etkit::etdump::ETDumpGen> etdump;
@@ -378,7 +402,8 @@ int main(int argc, char** argv) {
   } else if (!opt.debug_buffer_path.empty() || !opt.debug_level.empty()) {
     return usage("--debug_buffer_path and --debug_level need --etdump_path");
   }
-  auto method = program->load_method(opt.method.c_str(), etdump ? etdump->event_tracer() : nullptr);
+  auto method = program->load_method(opt.method.c_str(), nullptr, etdump ? etdump->event_tracer() : nullptr,
+                                     external_data);
   if (!method.ok()) {
     std::string what = "cannot load method '" + opt.method + "'";
     return fail(what.c_str(), method.error());

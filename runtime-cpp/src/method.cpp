@@ -61,18 +61,11 @@ class LoadArray {
 
   /// Errors: MemoryAllocationFailed naming `what` and the count when the allocator is exhausted.
   Error assign(MemoryAllocator& allocator, size_t n, const T& value, const char* what) {
-    clear();
-    if (n == 0) return Error::Ok;
-    const size_t alignment = alignof(T) < 16 ? 16 : alignof(T);
-    T* p = n > SIZE_MAX / sizeof(T) ? nullptr : static_cast<T*>(allocator.allocate(n * sizeof(T), alignment));
-    if (p == nullptr) {
-      return set_error(Error::MemoryAllocationFailed, "cannot allocate %s (%zu entries of %zu bytes) from the method "
-                       "allocator", what, n, sizeof(T));
-    }
-    for (size_t i = 0; i < n; ++i) new (&p[i]) T(value);
-    data_ = p;
-    size_ = n;
-    return Error::Ok;
+    return assign_with(allocator, n, what, [&](T* slot) { new (slot) T(value); });
+  }
+  /// The same with default-constructed entries (for move-only T).
+  Error assign_default(MemoryAllocator& allocator, size_t n, const char* what) {
+    return assign_with(allocator, n, what, [](T* slot) { new (slot) T(); });
   }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -85,6 +78,21 @@ class LoadArray {
   const T* end() const { return data_ + size_; }
 
  private:
+  template <typename Construct>
+  Error assign_with(MemoryAllocator& allocator, size_t n, const char* what, Construct construct) {
+    clear();
+    if (n == 0) return Error::Ok;
+    const size_t alignment = alignof(T) < 16 ? 16 : alignof(T);
+    T* p = n > SIZE_MAX / sizeof(T) ? nullptr : static_cast<T*>(allocator.allocate(n * sizeof(T), alignment));
+    if (p == nullptr) {
+      return set_error(Error::MemoryAllocationFailed, "cannot allocate %s (%zu entries of %zu bytes) from the method "
+                       "allocator", what, n, sizeof(T));
+    }
+    for (size_t i = 0; i < n; ++i) construct(&p[i]);
+    data_ = p;
+    size_ = n;
+    return Error::Ok;
+  }
   void clear() {
     for (size_t i = 0; i < size_; ++i) data_[i].~T();
     data_ = nullptr;
@@ -148,10 +156,14 @@ class MethodState {
   }
 
   FreeableBuffer mutable_segment;          // Program.mutable_data_segments[0], loaded on first use
+  MergedDataMap data_map;                  // the program's named data, then the caller's data file (.ptd)
+  LoadArray<FreeableBuffer> external_data; // bytes of the EXTERNAL constants, held while the method lives
+  size_t num_external_loaded = 0;
 
   Error parse_values();
   Error copy_initial_state(size_t value_index, uint32_t buffer_index, void* dst, size_t nbytes);
   Error parse_tensor(size_t index, const fb::Tensor* t);
+  Result<void*> external_constant(size_t index, const fb::ExtraTensorInfo* extra, const Tensor& tensor);
   Error check_values();
   Error resolve_operators();
   Error init_delegates(const NamedDataMap* named, EventTracer* event_tracer);
@@ -171,6 +183,11 @@ uint64_t physical_memory_bytes() {
 }
 
 std::atomic<uint64_t> g_memory_limit{0};
+
+/// A constant whose bytes live in a data file (.ptd), named by its fully qualified name.
+bool is_external(const fb::Tensor* t) {
+  return t->extra_tensor_info() != nullptr && t->extra_tensor_info()->location() == fb::TensorDataLocation::EXTERNAL;
+}
 
 Error bad_value(size_t i, const char* what) {
   return set_error(Error::InvalidProgram, "value %zu: %s (the program is corrupted)", i, what);
@@ -245,18 +262,13 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
       // A mutable buffer with an initial state (e.g. a cache): copy it from the mutable data segment.
       ETKIT_CHECK_OK(copy_initial_state(i, t->data_buffer_idx(), data, nbytes));
     }
+  } else if (is_external(t)) {
+    // (ExecuTorch numbers its external constants in data_buffer_idx too; the key is the name)
+    ETKIT_TRY(data, external_constant(i, t->extra_tensor_info(), *tensor));
   } else if (t->data_buffer_idx() > 0) {
     auto c = program->constant_data(t->data_buffer_idx(), nbytes);
     if (!c.ok()) return c.error();
     data = const_cast<void*>(c.get());
-  } else if (const fb::ExtraTensorInfo* extra = t->extra_tensor_info()) {
-    if (extra->location() == fb::TensorDataLocation::EXTERNAL) {
-      const char* fqn = extra->fully_qualified_name() ? extra->fully_qualified_name()->c_str() : "";
-      return set_error(Error::NotSupported,
-                       "value %zu: tensor '%s' keeps its data in an external .ptd file, which this runtime does "
-                       "not load yet",
-                       i, fqn);
-    }
   }
   // Kernels read the data through typed pointers: an element at an address that is not a multiple of its size
   // is undefined behaviour in C++ (and a fault on some cores). Constant segments and planned buffers are
@@ -271,6 +283,45 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
   values[i] = EValue(tensor);
   tensor_is_planned[i] = planned;
   return Error::Ok;
+}
+
+Result<void*> MethodState::external_constant(size_t i, const fb::ExtraTensorInfo* extra, const Tensor& tensor) {
+  const char* fqn = extra->fully_qualified_name() != nullptr ? extra->fully_qualified_name()->c_str() : nullptr;
+  if (fqn == nullptr || fqn[0] == '\0') {
+    return bad_value(i, "tensor is marked EXTERNAL but has no fully qualified name");
+  }
+  if (num_external_loaded >= external_data.size()) return bad_value(i, "more external tensors than counted");
+  const size_t nbytes = tensor.nbytes();
+  Result<TensorLayout> layout = data_map.get_tensor_layout(fqn);
+  if (layout.ok()) {
+    bool same = layout->scalar_type == tensor.scalar_type() && layout->sizes.size() == tensor.dim();
+    for (size_t d = 0; same && d < tensor.dim(); ++d) same = layout->sizes[d] == tensor.sizes()[d];
+    if (!same) {
+      return set_error(Error::InvalidProgram,
+                       "value %zu: tensor '%s' is a %s tensor of %zu bytes in the program but a %s tensor of %zu bytes "
+                       "(%zu dims) in the .ptd data file: the data file belongs to another program",
+                       i, fqn, scalar_type_name(tensor.scalar_type()), nbytes, scalar_type_name(layout->scalar_type), layout->nbytes,
+                       layout->sizes.size());
+    }
+  } else if (layout.error() == Error::NotFound) {
+    return set_error(Error::NotFound, "value %zu: %s", i, std::string(last_error_message()).c_str());
+  }
+  Result<FreeableBuffer> bytes = data_map.get_data(fqn);
+  if (!bytes.ok()) {
+    if (bytes.error() == Error::NotFound) {
+      return set_error(Error::NotFound, "value %zu: %s", i, std::string(last_error_message()).c_str());
+    }
+    return bytes.error();
+  }
+  if (bytes->size() < nbytes) {
+    return set_error(Error::InvalidProgram,
+                     "value %zu: tensor '%s' needs %zu bytes but the data file holds %zu under that key: the data "
+                     "file belongs to another program",
+                     i, fqn, nbytes, bytes->size());
+  }
+  void* data = const_cast<void*>(bytes->data());
+  external_data[num_external_loaded++] = std::move(bytes.get());
+  return data;
 }
 
 Error MethodState::copy_initial_state(size_t value_index, uint32_t buffer_index, void* dst, size_t nbytes) {
@@ -313,6 +364,13 @@ Error MethodState::parse_values() {
   size_t n = fvalues == nullptr ? 0 : fvalues->size();
   ETKIT_CHECK_OK(values.assign(alloc(), n, EValue(), "values"));
   ETKIT_CHECK_OK(tensor_is_planned.assign(alloc(), n, false, "value flags"));
+  size_t num_external = 0;  // constants kept in a data file: their buffers live as long as the method
+  for (size_t i = 0; i < n; ++i) {
+    const fb::EValue* v = fvalues->Get(static_cast<flatbuffers::uoffset_t>(i));
+    const fb::Tensor* t = v != nullptr ? v->val_as_Tensor() : nullptr;
+    if (t != nullptr && t->allocation_info() == nullptr && is_external(t)) ++num_external;
+  }
+  ETKIT_CHECK_OK(external_data.assign_default(alloc(), num_external, "external constant table"));
   for (size_t i = 0; i < n; ++i) {
     const fb::EValue* v = fvalues->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (v == nullptr) return bad_value(i, "missing EValue");
@@ -855,9 +913,9 @@ Result<Method> Program::load_method(const char* method_name, EventTracer* event_
 }
 
 Result<Method> Program::load_method(const char* method_name, MemoryManager* memory_manager,
-                                    EventTracer* event_tracer) const {
+                                    EventTracer* event_tracer, const NamedDataMap* named_data_map) const {
   const int64_t t0 = event_tracer != nullptr ? EventTracer::now_ns() : 0;
-  Result<Method> method = load_method_or_fallback(method_name, memory_manager, event_tracer);
+  Result<Method> method = load_method_or_fallback(method_name, memory_manager, event_tracer, named_data_map);
   if (event_tracer != nullptr && method.ok()) {
     const int64_t t1 = EventTracer::now_ns();
     event_tracer->record(ProfileEventKind::Block, "Default", "", t0, t0, -1);
@@ -868,16 +926,16 @@ Result<Method> Program::load_method(const char* method_name, MemoryManager* memo
 }
 
 Result<Method> Program::load_method_or_fallback(const char* method_name, MemoryManager* memory_manager,
-                                                EventTracer* event_tracer) const {
+                                                EventTracer* event_tracer, const NamedDataMap* external_data) const {
   t_backend_missing = false;
-  Result<Method> primary = load_plan(method_name, memory_manager, event_tracer);
+  Result<Method> primary = load_plan(method_name, memory_manager, event_tracer, external_data);
   if (primary.ok() || method_name == nullptr || is_fallback_method_name(method_name)) return primary;
   if (!t_backend_missing) return primary;  // any other failure is reported as is
   std::string twin = std::string(method_name) + kFallbackMethodSuffix;
   if (!has_plan(data_->program, twin)) return primary;
   std::string why = last_error_message();
   const ErrorContext primary_context = last_error_context();  // the backend that is missing
-  Result<Method> fallback = load_plan(twin.c_str(), memory_manager, event_tracer);
+  Result<Method> fallback = load_plan(twin.c_str(), memory_manager, event_tracer, external_data);
   if (!fallback.ok()) {
     set_error(fallback.error(), "%s; its fallback plan '%s' could not load either: %s", why.c_str(), twin.c_str(),
               std::string(last_error_message()).c_str());
@@ -891,7 +949,7 @@ Result<Method> Program::load_method_or_fallback(const char* method_name, MemoryM
 }
 
 Result<Method> Program::load_plan(const char* method_name, MemoryManager* memory_manager,
-                                  EventTracer* event_tracer) const {
+                                  EventTracer* event_tracer, const NamedDataMap* external_data) const {
   clear_error_message();
   auto meta = method_meta(method_name);
   if (!meta.ok()) return meta.error();
@@ -922,6 +980,7 @@ Result<Method> Program::load_plan(const char* method_name, MemoryManager* memory
   s->plan = plan;
   s->program = data_.get();
   s->name = plan->name()->c_str();
+  s->data_map = MergedDataMap(named_data_map(), external_data);
 
   const auto* buffer_sizes = plan->non_const_buffer_sizes();
   size_t num_buffers = buffer_sizes == nullptr ? 0 : buffer_sizes->size();
@@ -984,7 +1043,7 @@ Result<Method> Program::load_plan(const char* method_name, MemoryManager* memory
   s->mutable_segment.Free();  // initial states are copied: with a mapped file its pages leave the RSS
   ETKIT_CHECK_OK(s->check_values());
   ETKIT_CHECK_OK(s->resolve_operators());
-  ETKIT_CHECK_OK(s->init_delegates(named_data_map(), event_tracer));
+  ETKIT_CHECK_OK(s->init_delegates(s->data_map.empty() ? nullptr : &s->data_map, event_tracer));
   ETKIT_CHECK_OK(s->parse_instructions());
   return Method(std::move(s));
 }

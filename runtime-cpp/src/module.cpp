@@ -1,5 +1,6 @@
 // etkit::extension::Module (include/etkit/extension/module.h).
 #include "etkit/extension/module.h"
+#include "etkit/extension/flat_tensor/flat_tensor_data_map.h"
 
 #include <utility>
 
@@ -41,11 +42,15 @@ TensorPtr from_blob(void* data, std::vector<runtime::SizesType> sizes, runtime::
 }
 
 Module::Module(std::string file_path, LoadMode mode) : file_path_(std::move(file_path)), mode_(mode) {}
+Module::Module(std::string file_path, std::string data_map_path, LoadMode mode)
+    : file_path_(std::move(file_path)), mode_(mode), data_map_path_(std::move(data_map_path)) {}
 
 Module::~Module() {
-  methods_.clear();  // methods before the program, the program before its loader
+  methods_.clear();  // methods before the program and data map, each before its loader
   program_.reset();
   loader_.reset();
+  data_map_.reset();
+  data_loader_.reset();
 }
 
 Error Module::load() {
@@ -55,6 +60,15 @@ Error Module::load() {
   if (!loader.ok()) return loader.error();
   auto program = runtime::Program::load(loader.get().get());
   if (!program.ok()) return program.error();
+  if (!data_map_path_.empty()) {
+    auto data_loader = mode_ == LoadMode::Mmap ? open_with<runtime::MmapDataLoader>(data_map_path_.c_str())
+                                               : open_with<runtime::FileDataLoader>(data_map_path_.c_str());
+    if (!data_loader.ok()) return data_loader.error();
+    auto map = FlatTensorDataMap::load(data_loader.get().get());
+    if (!map.ok()) return map.error();
+    data_loader_ = std::move(data_loader.get());
+    data_map_.reset(new FlatTensorDataMap(std::move(map.get())));
+  }
   loader_ = std::move(loader.get());
   program_.reset(new runtime::Program(std::move(program.get())));
   return Error::Ok;
@@ -73,7 +87,7 @@ std::vector<std::string> Module::method_names() {
 Error Module::load_method(const std::string& name) {
   if (methods_.count(name)) return Error::Ok;
   ETKIT_CHECK_OK(load());
-  auto method = program_->load_method(name.c_str());
+  auto method = program_->load_method(name.c_str(), nullptr, nullptr, data_map_.get());
   if (!method.ok()) return method.error();
   methods_.emplace(name, std::unique_ptr<runtime::Method>(new runtime::Method(std::move(method.get()))));
   return Error::Ok;

@@ -10,37 +10,36 @@
 
 #include "etkit/runtime/flatbuffer_alignment.h"
 #include "etkit/runtime/method.h"
+#include "file_bytes.h"
 #include "program_data.h"
 
 namespace etkit::runtime {
+namespace internal {
 namespace {
-
-constexpr size_t kHeadBytes = 64;
-constexpr size_t kExtendedHeaderOffset = 8;
-constexpr size_t kExtendedHeaderMinLength = 24;  // magic + length + program size + segment base
-constexpr size_t kProgramAlignment = 16;          // largest force_align in program.fbs
-
-uint32_t read_u32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-uint64_t read_u64(const uint8_t* p) { return uint64_t(read_u32(p)) | uint64_t(read_u32(p + 4)) << 32; }
-
 void free_aligned(void*, void* data, size_t) { std::free(data); }
+}  // namespace
 
-/// Leaves `buf` as it is when it starts at a multiple of kProgramAlignment, else replaces it with an aligned
-/// copy: the flatbuffer and the constants are read through typed pointers, and a caller's buffer may start
-/// at any address. `what` names the bytes in the error.
 Error align_buffer(FreeableBuffer* buf, const char* what) {
-  if (reinterpret_cast<uintptr_t>(buf->data()) % kProgramAlignment == 0) return Error::Ok;
+  if (reinterpret_cast<uintptr_t>(buf->data()) % kFlatbufferAlignment == 0) return Error::Ok;
   const size_t n = buf->size();
   void* copy = nullptr;
-  if (::posix_memalign(&copy, kProgramAlignment, n > 0 ? n : 1) != 0 || copy == nullptr) {
+  if (::posix_memalign(&copy, kFlatbufferAlignment, n > 0 ? n : 1) != 0 || copy == nullptr) {
     return set_error(Error::MemoryAllocationFailed, "cannot allocate %zu bytes for %s", n, what);
   }
   if (n > 0) std::memcpy(copy, buf->data(), n);
   *buf = FreeableBuffer(copy, n, free_aligned);
   return Error::Ok;
 }
+}  // namespace internal
+
+namespace {
+
+constexpr size_t kHeadBytes = 64;
+constexpr size_t kExtendedHeaderOffset = 8;
+constexpr size_t kExtendedHeaderMinLength = 24;  // magic + length + program size + segment base
+using internal::align_buffer;
+using internal::read_u32;
+using internal::read_u64;
 
 struct ExtendedHeader {
   bool present = false;

@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include "etkit/extension/devtools/etdump.h"
+#include "etkit/extension/flat_tensor/flat_tensor_data_map.h"
 #include "etkit/runtime/memory_manager.h"
 #include "etkit/runtime/runtime.h"
 #include "test_program_builder.h"
@@ -92,14 +94,53 @@ namespace rt = etkit::runtime;
   } while (0)
 
 // With a path argument: loads that .pte instead, fills every tensor input with ones and checks that
-// executing it allocates nothing (used by tests/runtime on programs made by ExecuTorch).
-static int run_file(const char* path) {
+// executing it allocates nothing (used by tests/runtime on programs made by ExecuTorch). With a second path, a
+// .ptd data file: it is mapped, and the method is loaded in caller-owned memory with it; loading then must
+// allocate nothing either (the external constants are read in place from the mapping).
+static int run_file(const char* path, const char* data_path) {
   auto loader = rt::FileDataLoader::from(path);
   CHECK(loader.ok());
   auto program = rt::Program::load(&loader.get());
   CHECK(program.ok());
-  auto method = program->load_method("forward");
-  CHECK(method.ok());
+  std::vector<rt::MmapDataLoader> data_loader;
+  std::vector<etkit::extension::FlatTensorDataMap> data_map;
+  std::vector<void*> arenas;
+  std::vector<rt::Span<uint8_t>> buffers;
+  alignas(64) static uint8_t method_arena[1 << 20], scratch[1 << 16];
+  rt::MemoryAllocator method_allocator(sizeof(method_arena), method_arena), temp(sizeof(scratch), scratch);
+  std::optional<rt::HierarchicalAllocator> planned;
+  std::optional<rt::MemoryManager> memory;
+  std::optional<rt::Method> method;
+  if (data_path != nullptr) {
+    auto dl = rt::MmapDataLoader::from(data_path);
+    CHECK(dl.ok());
+    data_loader.push_back(std::move(dl.get()));
+    auto map = etkit::extension::FlatTensorDataMap::load(&data_loader[0]);
+    CHECK(map.ok());
+    data_map.push_back(std::move(map.get()));
+    auto meta = program->method_meta("forward");
+    CHECK(meta.ok());
+    for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
+      size_t n = static_cast<size_t>(meta->memory_planned_buffer_size(i).get());
+      arenas.push_back(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64));
+      buffers.push_back({static_cast<uint8_t*>(arenas.back()), n});
+    }
+    planned.emplace(rt::Span<rt::Span<uint8_t>>{buffers.data(), buffers.size()});
+    memory.emplace(&method_allocator, &*planned, &temp);
+    g_allocations = 0;
+    g_counting = true;
+    auto loaded = program->load_method("forward", &*memory, nullptr, &data_map[0]);
+    g_counting = false;
+    CHECK(loaded.ok());
+    method.emplace(std::move(loaded.get()));
+    std::printf("%s: heap allocations during load_method with caller memory and a .ptd: %zu\n", path,
+                (size_t)g_allocations);
+    CHECK(g_allocations == 0);
+  } else {
+    auto loaded = program->load_method("forward");
+    CHECK(loaded.ok());
+    method.emplace(std::move(loaded.get()));
+  }
   rt::MethodMeta meta = method->method_meta();
   std::vector<std::vector<uint8_t>> data(method->inputs_size());
   std::vector<std::vector<int32_t>> sizes(method->inputs_size());
@@ -125,12 +166,14 @@ static int run_file(const char* path) {
   CHECK(e == rt::Error::Ok);
   std::printf("%s: heap allocations during 3 x Method::execute: %zu\n", path, (size_t)g_allocations);
   CHECK(g_allocations == 0);
+  method.reset();  // the method before the buffers it uses
+  for (void* a : arenas) std::free(a);
   return 0;
 }
 
 int main(int argc, char** argv) {
   CHECK(etkit_register_portable_kernels() == 0);
-  if (argc > 1) return run_file(argv[1]);
+  if (argc > 1) return run_file(argv[1], argc > 2 ? argv[2] : nullptr);
   std::vector<uint8_t> bytes = etkit_test::build_sample_program();
   rt::BufferDataLoader loader(bytes.data(), bytes.size());
   auto program = rt::Program::load(&loader);

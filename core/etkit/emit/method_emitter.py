@@ -1,8 +1,10 @@
 """Emit one method: values, memory plan, instructions (``ExecutionPlan`` of schema/program.fbs).
 
 Conventions follow ExecuTorch's emitter, so ExecuTorch's runtime reads the result:
-- every tensor is one ``EValue``; constants point into the constant segment (``data_buffer_idx`` > 0),
-  everything else is memory-planned (``allocation_info``) in buffer 1;
+- every tensor is one ``EValue``; constants point into the constant segment (``data_buffer_idx`` > 0)
+  or, when ``ExecutorchBackendConfig.external_constants`` tags them, into a ``.ptd`` data file
+  (``extra_tensor_info``: location EXTERNAL, looked up by fully qualified name); everything else is
+  memory-planned (``allocation_info``) in buffer 1;
 - a ``KernelCall`` passes every argument of the op's out-variant schema in order (its out tensors
   included), then its return: the out tensor again, or a ``TensorList`` of the out tensors;
 - ``IntList`` items are indices of ``Int`` values (boxed, as the format requires);
@@ -32,6 +34,7 @@ from etkit.fb.Double import DoubleT
 from etkit.fb.DoubleList import DoubleListT
 from etkit.fb.EValue import EValueT
 from etkit.fb.ExecutionPlan import ExecutionPlanT
+from etkit.fb.ExtraTensorInfo import ExtraTensorInfoT
 from etkit.fb.InstructionArguments import InstructionArguments
 from etkit.fb.Instruction import InstructionT
 from etkit.fb.Int import IntT
@@ -43,6 +46,7 @@ from etkit.fb.Operator import OperatorT
 from etkit.fb.OptionalTensorList import OptionalTensorListT
 from etkit.fb.String import StringT
 from etkit.fb.Tensor import TensorT
+from etkit.fb.TensorDataLocation import TensorDataLocation
 from etkit.fb.TensorList import TensorListT
 
 from ..backend.delegate import executorch_call_delegate
@@ -52,6 +56,7 @@ from ..passes.inplace_updates import inplace_update_call, is_inplace_update
 from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation, TensorSpec
 from ..passes.out_variants import bind_arguments, kernel_name, out_variant
 from .dtypes import LAYOUT, MEMORY_FORMAT, dim_order, scalar_type
+from .external_data import ExternalData
 
 
 
@@ -68,6 +73,8 @@ class ProgramData:
     #: initial values of mutable buffers (planned tensors with a data_buffer_idx); entry 0 is reserved
     mutable_data: list = field(default_factory=lambda: [b""])
     named_data: dict = field(default_factory=dict)
+    #: the ``.ptd`` files' contents (constants and named data tagged for a data file)
+    external: ExternalData = field(default_factory=ExternalData)
     _constant_ids: dict = field(default_factory=dict)
 
     def add_constant(self, tensor: torch.Tensor) -> int:
@@ -86,8 +93,12 @@ class ProgramData:
         return len(self.mutable_data) - 1
 
     def add_named_data(self, entries: dict, owner: str) -> None:
+        tag = self.external.named_data_tag
         for key, data in entries.items():
             data = bytes(data)
+            if tag is not None:
+                self.external.add_named_data(tag, key, data, owner)
+                continue
             if key in self.named_data and self.named_data[key] != data:
                 raise EmitError(f"{owner}: named data key {key!r} already holds different bytes")
             self.named_data[key] = data
@@ -310,6 +321,14 @@ class MethodEmitter:
                     index = self._planned_tensor(node, tensor.contiguous(), node.name, (0, end + 1),
                                                  data_buffer_idx=self.data.add_mutable(tensor))
                     self.node_values[node] = mutable_values[spec.target] = index
+                elif spec.kind in CONSTANT_KINDS and (tag := self.data.external.tag_of(node)) is not None:
+                    tensor = get_constant(ep, node).contiguous()
+                    fqn = self.data.external.add_constant(tag, spec.target or node.name, tensor, self.name)
+                    index = self._tensor_value(node, tensor)
+                    self.values[index].val.extraTensorInfo = ExtraTensorInfoT()
+                    self.values[index].val.extraTensorInfo.fullyQualifiedName = fqn
+                    self.values[index].val.extraTensorInfo.location = TensorDataLocation.EXTERNAL
+                    self.node_values[node] = index
                 elif spec.kind in CONSTANT_KINDS:
                     tensor = get_constant(ep, node)
                     idx = self.data.add_constant(tensor)

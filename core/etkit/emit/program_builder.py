@@ -13,6 +13,7 @@ from ..passes.memory_planning import MemoryPlanningPass
 from ..plugins import get_plugin_manager
 from ..serialize import PteContents
 from .constant_methods import emit_constant_method, validate_constant_methods
+from .external_data import ExternalData
 from .method_emitter import MethodEmitter, ProgramData
 
 #: ``Program.version`` ExecuTorch 1.5 writes and reads.
@@ -42,7 +43,9 @@ def copy_program(ep):
 
 def build_program(programs: dict, config, constant_methods: Optional[dict] = None,
                   debug_info: Optional[dict] = None) -> tuple:
-    """Emit ``{method name: lowered Edge ExportedProgram}``; returns ``(PteContents, {method: MemoryPlan})``.
+    """Emit ``{method name: lowered Edge ExportedProgram}``; returns ``(PteContents, {method: MemoryPlan},
+    ExternalData)``, the last holding what ``config.external_constants`` / ``external_named_data`` send to
+    ``.ptd`` files (:mod:`etkit.emit.external_data`).
 
     The methods' plans are sorted by name; the plans of ``constant_methods`` (``{name: value}``, see
     :mod:`etkit.emit.constant_methods`) follow them in the order given, as ExecuTorch's ``emit_program``
@@ -53,7 +56,8 @@ def build_program(programs: dict, config, constant_methods: Optional[dict] = Non
     constant_methods = validate_constant_methods(constant_methods, programs)
     planner = config.memory_planning_pass or MemoryPlanningPass()
     alignment = get_plugin_manager().memory_alignment()
-    data = ProgramData()
+    data = ProgramData(external=ExternalData(getattr(config, "external_constants", False),
+                                             getattr(config, "external_named_data", None)))
     plans, plans_by_name = [], {}
     if config.constant_folding:
         programs = copy.deepcopy(programs)  # one copy for all methods, so weights they share stay shared
@@ -62,7 +66,8 @@ def build_program(programs: dict, config, constant_methods: Optional[dict] = Non
     for name in sorted(programs):
         ep = programs[name]
         if config.constant_folding:
-            fold_constants(ep)
+            # constants bound for a data file keep their own names and bytes (ExecuTorch's keys)
+            fold_constants(ep, keep=lambda node: data.external.tag_of(node) is not None)
         emitter = MethodEmitter(name, ep, data, planner, alignment)
         plans.append(emitter.emit())
         plans_by_name[name] = emitter.plan
@@ -75,4 +80,4 @@ def build_program(programs: dict, config, constant_methods: Optional[dict] = Non
     contents = PteContents(program=program, constant_data=data.constant_data, delegate_data=data.delegate_data,
                            mutable_data=data.mutable_data if len(data.mutable_data) > 1 else [],
                            named_data=data.named_data)
-    return contents, plans_by_name
+    return contents, plans_by_name, data.external

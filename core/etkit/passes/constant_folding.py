@@ -28,8 +28,12 @@ def _foldable(node: torch.fx.Node, values: dict) -> bool:
     return all(n in values for n in node.all_input_nodes)
 
 
-def fold_constants(ep: ExportedProgram, max_growth_bytes: int = 1 << 16) -> int:
-    """Fold constant subexpressions of ``ep`` in place into lifted constants; returns how many ops folded."""
+def fold_constants(ep: ExportedProgram, max_growth_bytes: int = 1 << 16, keep=None) -> int:
+    """Fold constant subexpressions of ``ep`` in place into lifted constants; returns how many ops folded.
+
+    ``keep(placeholder) -> bool``, when given, marks constants to keep as they are: nothing computed from them
+    is folded (the weights a program keeps in a ``.ptd`` stay the model's own tensors under their names).
+    """
     from torch.export.graph_signature import InputKind, OutputKind
 
     graph = ep.graph
@@ -39,7 +43,7 @@ def fold_constants(ep: ExportedProgram, max_growth_bytes: int = 1 << 16) -> int:
                       if s.kind == InputKind.BUFFER and s.target in mutated}
     values = {}
     for node in graph.nodes:
-        if node.op == "placeholder" and node.name not in mutable_inputs:
+        if node.op == "placeholder" and node.name not in mutable_inputs and not (keep is not None and keep(node)):
             t = get_constant(ep, node)
             if t is not None:
                 values[node] = t

@@ -641,8 +641,14 @@ class Runtime:
         debug_buffer_size: int = 0,
         debug_level: "DebugLevel | None" = None,
         etdump_capacity: int = 16384,
+        data_path: "str | os.PathLike | None" = None,
     ) -> Program:
         """Loads a .pte from a path or from bytes.
+
+        ``data_path`` (ExecuTorch 1.5.1's argument) names the ``.ptd`` data file holding what the program
+        keeps outside itself: the constants it marks EXTERNAL (``ExecutorchBackendConfig(external_constants=
+        True)``) and backends' named data. The file is mapped and read in place; several programs may
+        load the same file.
 
         With ``enable_etdump=True`` (ExecuTorch 1.5.1's argument), every method loaded from the program
         records profiling events into one ETDump, written by
@@ -659,8 +665,18 @@ class Runtime:
 
         Raises:
             EtkitRuntimeError: the file cannot be opened, or is not a valid program (truncated,
-                corrupted, wrong identifier); the message says which check failed.
+                corrupted, wrong identifier), or the data file is not a valid ``.ptd``; the message says
+                which check failed. A key the program needs that the data file lacks is named when the
+                method loads.
         """
+        program = self._load_program(data, verification, enable_etdump, debug_buffer_size, debug_level,
+                                     etdump_capacity)
+        if data_path is not None:
+            program._native.attach_data_file(os.fspath(Path(data_path)))
+        return program
+
+    def _load_program(self, data, verification, enable_etdump, debug_buffer_size, debug_level,
+                      etdump_capacity) -> Program:
         etdump = None
         if enable_etdump:
             if debug_buffer_size < 0 or etdump_capacity <= 0:

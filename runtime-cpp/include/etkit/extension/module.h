@@ -45,12 +45,15 @@ class Module {
   };
 
   explicit Module(std::string file_path, LoadMode mode = LoadMode::Mmap);
+  /// A program with its .ptd data file (ExecuTorch's Module(file_path, data_map_path, load_mode)): the
+  /// weights and named data it keeps outside itself (flat_tensor/flat_tensor_data_map.h).
+  Module(std::string file_path, std::string data_map_path, LoadMode mode = LoadMode::Mmap);
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
   ~Module();
 
-  /// Opens and verifies the program. Idempotent. Errors: AccessFailed (cannot open), InvalidProgram
-  /// (not a valid .pte); runtime::last_error_message() says which.
+  /// Opens and verifies the program (and its data file). Idempotent. Errors: AccessFailed (cannot open),
+  /// InvalidProgram (not a valid .pte or .ptd); runtime::last_error_message() says which.
   runtime::Error load();
   bool is_loaded() const { return program_ != nullptr; }
 
@@ -78,6 +81,9 @@ class Module {
   LoadMode mode_;
   std::unique_ptr<runtime::DataLoader> loader_;
   std::unique_ptr<runtime::Program> program_;
+  std::string data_map_path_;
+  std::unique_ptr<runtime::DataLoader> data_loader_;
+  std::unique_ptr<runtime::NamedDataMap> data_map_;
   std::map<std::string, std::unique_ptr<runtime::Method>> methods_;
 };
 

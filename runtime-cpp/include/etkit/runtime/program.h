@@ -116,8 +116,17 @@ class Program final {
   /// method allocators come from `memory_manager` where it gives them (they must outlive the Method), and
   /// the memory limit does not apply to caller-owned buffers. Errors as above, and InvalidArgument when a
   /// planned buffer is missing, smaller than planned or misaligned (the message names it and both sizes).
+  /// `memory_manager` may be null (the runtime's own memory).
+  ///
+  /// `named_data_map` is the data the program keeps outside itself, usually a .ptd file
+  /// (extension/flat_tensor/flat_tensor_data_map.h); it must outlive the Method. Constants the .pte marks
+  /// EXTERNAL are read from it by fully qualified name, and delegates see it behind the program's own named
+  /// data. Errors: NotFound naming the key a constant or delegate needs that neither holds (and saying so when
+  /// no data map was given); InvalidProgram when the data file's tensor differs in type, shape or size from
+  /// the program's (the message gives both).
   Result<Method> load_method(const char* method_name, MemoryManager* memory_manager,
-                             EventTracer* event_tracer = nullptr) const;
+                             EventTracer* event_tracer = nullptr,
+                             const NamedDataMap* named_data_map = nullptr) const;
 
   /// The program's named data (Program.named_data), or null when there is none.
   const NamedDataMap* named_data_map() const;
@@ -132,9 +141,10 @@ class Program final {
 
  private:
   explicit Program(std::unique_ptr<ProgramData> data);
-  Result<Method> load_plan(const char* method_name, MemoryManager* memory_manager, EventTracer* event_tracer) const;
+  Result<Method> load_plan(const char* method_name, MemoryManager* memory_manager, EventTracer* event_tracer,
+                           const NamedDataMap* external_data) const;
   Result<Method> load_method_or_fallback(const char* method_name, MemoryManager* memory_manager,
-                                         EventTracer* event_tracer) const;
+                                         EventTracer* event_tracer, const NamedDataMap* external_data) const;
   std::unique_ptr<ProgramData> data_;
 };
 
