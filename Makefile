@@ -56,7 +56,7 @@ VULKAN_NATIVE_SRCS := $(wildcard plugins/vulkan/pyproject.toml plugins/vulkan/CM
 QNN_NATIVE_SRCS := $(wildcard plugins/qnn/pyproject.toml plugins/qnn/CMakeLists.txt) \
   $(shell find plugins/qnn/runtime plugins/qnn/schema plugins/qnn/cmake -type f 2>/dev/null)
 
-.PHONY: venv system xnnpack tokenizers install native test test-all test-sanitize fuzz demo oracle clean help
+.PHONY: venv system xnnpack tokenizers install native wheels test test-all test-sanitize fuzz demo oracle clean help
 
 help:
 	@sed -n '1,22p' Makefile
@@ -104,8 +104,13 @@ $(TOKENIZERS_PREFIX_FILE): scripts/tokenizers_cpp.sh FORCE | $(VENV)/.stamp-venv
 install: $(VENV)/.stamp-install-core $(VENV)/.stamp-install-xnnpack $(VENV)/.stamp-install-coreml \
   $(VENV)/.stamp-install-ethosu $(VENV)/.stamp-install-vulkan $(VENV)/.stamp-install-qnn
 
-$(VENV)/.stamp-install-core: $(CORE_NATIVE_SRCS) $(VENV)/.stamp-venv | $(VENV)/.stamp-system
+# The core is two distributions: etkit-runtime (this tree's pyproject.toml: the C++ runtime and etkit's Python
+# code, no torch) and etkit (packaging/etkit: the compiler's dependencies and the `etkit` command). etkit goes
+# first, without its dependencies (an older etkit that held the runtime's files is replaced before they are
+# written); tests/packaging checks both distributions' dependencies in fresh venvs.
+$(VENV)/.stamp-install-core: $(CORE_NATIVE_SRCS) packaging/etkit/pyproject.toml $(VENV)/.stamp-venv | $(VENV)/.stamp-system
 	@test -f pyproject.toml || { echo "make: pyproject.toml (core) does not exist yet" >&2; exit 1; }
+	$(PIP) install -q --no-build-isolation --no-deps ./packaging/etkit
 	flock $(LOCK) $(PIP) install -q --no-build-isolation -e .
 	@touch $@
 
@@ -257,6 +262,14 @@ FUZZ_SECONDS ?= 60
 FUZZ_SEED ?= 0
 fuzz: venv system xnnpack install
 	$(PY) scripts/fuzz.py --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --jobs $(JOBS)
+
+# ---- wheels to install elsewhere (README "Installing"): etkit-runtime, etkit (the compiler), etkit-xnnpack ----
+wheels: venv system xnnpack install
+	rm -rf dist && mkdir -p dist
+	flock $(LOCK) $(PIP) wheel -q --no-build-isolation --no-deps -w dist . ./packaging/etkit
+	XNNPACK_ROOT="$$(cat $(XNNPACK_PREFIX_FILE))" flock $(LOCK) $(PIP) wheel -q --no-build-isolation --no-deps \
+	  -w dist plugins/xnnpack
+	@ls dist
 
 demo: venv system xnnpack install native
 	$(PY) examples/demo.py

@@ -1,21 +1,21 @@
 """What it costs to run a .pte from Python without torch (issue 23, item 1), beside ExecuTorch 1.5.1.
 
-    .venv/bin/python bench/runtime_footprint.py [--repeats 30] [--rounds 3]
+    .venv/bin/python bench/runtime_footprint.py [--repeats 30] [--rounds 3] [--in-place]
 
 Lowers MobileNetV2 (torchvision, weights=None, seeded) to XNNPACK once with etkit, then runs that same
 .pte in fresh processes of each runtime, alternating them over ``--rounds``:
 
-- etkit: ``etkit.runtime`` with numpy input, in a process where importing torch raises (a meta-path
-  finder refuses it), so nothing on that path can lean on torch;
+- etkit: ``etkit.runtime`` with numpy input, in a fresh venv holding only the etkit-runtime and
+  etkit-xnnpack wheels (built from this checkout) and what they declare (numpy, pluggy, flatbuffers,
+  borrowed from this environment): torch is not installed there. A meta-path finder refuses ``import torch``
+  as well, so ``--in-place`` (this environment, torch installed but refused) measures the same path;
 - ExecuTorch 1.5.1: ``executorch.runtime`` from the oracle environment (scripts/et_oracle.sh) with a
   torch tensor input, as its Python API takes; it imports torch.
 
 Each process prints import time (the runtime module), load time (program + method), first-execute and
 median latency (1 thread), peak RSS (VmHWM) and whether torch got imported, and checks its output against
 eager's (max |difference| <= 1e-4). The medians over the rounds are printed with the etkit/ExecuTorch ratios
-and the issue's targets (import < 0.5 s, peak RSS < 150 MiB). This is etkit's runtime without torch on the
-path, not yet a fresh venv without torch installed: ``pip install etkit`` still pulls torch (the
-``etkit-runtime`` distribution is to come).
+and the issue's targets (import < 0.5 s, peak RSS < 150 MiB).
 """
 from __future__ import annotations
 
@@ -74,12 +74,33 @@ print(json.dumps({"import_s": t1 - t0, "load_ms": (t2 - t1) * 1e3, "first_ms": (
 '''
 
 
-def _run(runtime: str, pte: Path, data: Path, repeats: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+def _deploy_venv(base: Path) -> Path:
+    """A fresh venv with only the etkit-runtime and etkit-xnnpack wheels and numpy, pluggy, flatbuffers (no
+    torch); returns its python."""
+    from tests.packaging.venv_overlay import make_overlay, make_venv
+
+    wheels = base / "wheels"
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(wheels)]
+    prefix = (Path(sys.prefix) / "xnnpack-prefix").read_text().strip()
+    for source, env in ((REPO, {}), (REPO / "plugins" / "xnnpack", {"XNNPACK_ROOT": prefix})):
+        subprocess.run(["flock", "/tmp/etkit-build.lock", *pip, str(source)], check=True,
+                       env={**os.environ, **env})
+    linked = make_overlay(base / "overlay", ["numpy", "pluggy", "flatbuffers"])
+    assert not any(name.lower() == "torch" for name in linked), linked
+    python = make_venv(base / "venv", base / "overlay")
+    found = sorted(str(w) for w in wheels.glob("*.whl") if w.name.startswith(("etkit_runtime-", "etkit_xnnpack-")))
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", *found], check=True)
+    subprocess.run([str(python), "-m", "pip", "check"], check=True, capture_output=True)
+    return python
+
+
+def _run(runtime: str, pte: Path, data: Path, repeats: int, python: str = sys.executable) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     if runtime == "executorch":
         from tests.interop.oracle import oracle_dir
         env["PYTHONPATH"] = str(oracle_dir())
-    proc = subprocess.run([sys.executable, "-c", CHILD, runtime, str(pte), str(data), str(repeats)],
+        python = sys.executable
+    proc = subprocess.run([str(python), "-c", CHILD, runtime, str(pte), str(data), str(repeats)],
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{runtime}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
@@ -93,6 +114,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--in-place", action="store_true",
+                    help="run etkit in this environment (torch refused) instead of a fresh venv without torch")
     args = ap.parse_args()
 
     import numpy as np
@@ -113,16 +136,18 @@ def main() -> None:
         pte, data = Path(tmp) / "mobilenet_v2.pte", Path(tmp) / "io.npz"
         pte.write_bytes(program.buffer)
         np.savez(data, x=x.numpy(), want=want.numpy())
+        python = sys.executable if args.in_place else _deploy_venv(Path(tmp) / "deploy")
         runs: dict = {"etkit": [], "executorch": []}
         for _ in range(args.rounds):
             for runtime in runs:
-                runs[runtime].append(_run(runtime, pte, data, args.repeats))
+                runs[runtime].append(_run(runtime, pte, data, args.repeats, python))
 
     keys = [("import_s", "import (s)", "{:.3f}"), ("load_ms", "load (ms)", "{:.1f}"),
             ("first_ms", "first execute (ms)", "{:.2f}"), ("median_ms", "median execute (ms)", "{:.2f}"),
             ("peak_rss_mib", "peak RSS (MiB)", "{:.1f}")]
+    where = "this environment, torch refused" if args.in_place else "a fresh venv without torch installed"
     print(f"MobileNetV2 fp32 on XNNPACK, 1 thread; median of {args.rounds} fresh processes each "
-          f"({args.repeats} executes for the median)")
+          f"({args.repeats} executes for the median); etkit in {where}")
     print(f"{'':22}{'etkit (no torch)':>18}{'ExecuTorch 1.5.1':>18}{'etkit/ET':>10}")
     for key, label, fmt in keys:
         ours = statistics.median(r[key] for r in runs["etkit"])

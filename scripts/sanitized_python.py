@@ -35,7 +35,8 @@ FLAGS = "-fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=a
 LOCK = "/tmp/etkit-build.lock"
 
 # What the lane runs by default: the loaders' refusals (Python paths), ExecuTorch's programs, the hostile
-# programs of the core and of the XNNPACK and Vulkan delegates, the ETDump writer and reader (with
+# programs of the core and of the XNNPACK and Vulkan delegates, .ptd data files (damaged ones too), the ETDump
+# writer and reader (with
 # XNNPACK's per-operator events and a debug buffer too small), and the CI slice of the Core ATen op conformance
 # suite (portable kernels). Not the tests that start native executables (etkit_runner, test_execute_no_alloc):
 # `make test-sanitize` runs the runner's with its own ASan build. Not QNN's: its context binaries come from ONNX
@@ -51,6 +52,8 @@ DEFAULT_ARGS = [
     "plugins/xnnpack/tests/test_xnnpack_runtime_numerics.py",
     "plugins/vulkan/tests/test_vulkan_runtime.py",
     "tests/devtools/test_etdump.py",
+    "tests/runtime/test_ptd.py",
+    "plugins/xnnpack/tests/test_xnnpack_ptd.py",
     "-k", "not runner and not allocates_no_heap_memory",
 ]
 

@@ -11,9 +11,18 @@ DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 def docs_example(page: str, heading: str) -> str:
     """The first ```python block after the Markdown heading ``heading`` (e.g. ``"## Errors"``) of
     ``docs/<page>``; fails the test when the page lost it."""
-    text = (DOCS / page).read_text()
+    return _example(DOCS / page, heading)
+
+
+def readme_example(heading: str) -> str:
+    """The same for the top-level README.md."""
+    return _example(DOCS.parent / "README.md", heading)
+
+
+def _example(path: pathlib.Path, heading: str) -> str:
+    text = path.read_text()
     found = re.search(re.escape(heading) + r"\n.*?```python\n(.*?)```", text, re.S)
-    assert found, f"docs/{page} lost its example under {heading!r}"
+    assert found, f"{path.name} lost its example under {heading!r}"
     return found.group(1)
 
 

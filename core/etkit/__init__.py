@@ -6,10 +6,9 @@
     program.write_to_file("model.pte")
 
 The names below load on first use, so ``import etkit.plugins`` (what ``etkit backends`` and plugin
-modules do) does not import torch.
+modules do) does not import torch. Where only ``etkit-runtime`` is installed (no torch), asking for one says
+to ``pip install etkit``.
 """
-import importlib
-
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -29,6 +28,8 @@ def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'etkit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from ._compiler import import_compiler_module
+
+    value = getattr(import_compiler_module(module, f"etkit.{name}"), name)
     globals()[name] = value
     return value

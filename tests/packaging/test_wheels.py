@@ -1,7 +1,7 @@
-"""The wheels work on their own: a fresh venv with only the built wheels (and torch borrowed from this
-environment, see venv_overlay.py) lowers and runs MobileNetV2 on XNNPACK, runs portable-only programs
-without the plugin, builds native code from the installed CMake packages, and forgets the plugin
-cleanly when it is uninstalled.
+"""The wheels work on their own: a fresh venv with only the built wheels (etkit-runtime, etkit,
+etkit-xnnpack; torch borrowed from this environment, see venv_overlay.py) lowers and runs MobileNetV2 on
+XNNPACK, runs portable-only programs without the plugin, builds native code from the installed CMake
+packages, and forgets the plugin cleanly when it is uninstalled.
 
 Wheels are built with --no-build-isolation from this checkout; their build trees (build/<wheel tag>)
 are the editable installs' trees, and XNNPACK comes from the per-user cache, so nothing is rebuilt
@@ -43,11 +43,11 @@ def _xnnpack_root() -> str:
 def wheels(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
     pip = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", out]
-    _run(["flock", "/tmp/etkit-build.lock", *pip, ROOT])
+    _run(["flock", "/tmp/etkit-build.lock", *pip, ROOT, ROOT / "packaging" / "etkit"])
     _run(["flock", "/tmp/etkit-build.lock", *pip, ROOT / "plugins" / "xnnpack"],
          env={**os.environ, "XNNPACK_ROOT": _xnnpack_root()})
     found = {w.name.split("-")[0]: w for w in out.glob("*.whl")}
-    assert set(found) == {"etkit", "etkit_xnnpack"}, sorted(out.iterdir())
+    assert set(found) == {"etkit_runtime", "etkit", "etkit_xnnpack"}, sorted(out.iterdir())
     return found
 
 
@@ -91,7 +91,7 @@ def venv(tmp_path_factory, wheels) -> FreshVenv:
     make_overlay(base / "overlay", BORROWED)
     (base / "work").mkdir()
     fresh = FreshVenv(base / "venv", base / "overlay", base / "work")
-    fresh.install(wheels["etkit"])
+    fresh.install(wheels["etkit_runtime"], wheels["etkit"])
     return fresh
 
 
@@ -121,7 +121,7 @@ def test_core_wheel_alone_runs_portable_programs(venv):
 
 
 def test_plugin_wheel_lowers_and_runs_mobilenet_v2(venv, wheels):
-    venv.install(wheels["etkit"], wheels["etkit_xnnpack"])
+    venv.install(wheels["etkit_runtime"], wheels["etkit"], wheels["etkit_xnnpack"])
     assert "XnnpackBackend" in venv.run(venv.bin / "etkit", "backends").stdout
     out = venv.script(_MODULES_COME_FROM_THE_VENV + """
     import torch, torchvision, etkit, etkit_xnnpack

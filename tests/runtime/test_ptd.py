@@ -258,7 +258,7 @@ def test_the_docs_ptd_example_runs(capsys):
     assert printed == "True ['_default_external_constant.ptd']" and f"# {printed}" in source
 
 
-def test_loading_with_caller_memory_and_a_data_file_allocates_nothing(net, native_build, tmp_path):
+def test_loading_with_caller_memory_and_a_data_file_allocates_no_heap_memory(net, native_build, tmp_path):
     """runtime-cpp/tests/test_execute_no_alloc.cpp with a .pte and its .ptd: the data file is mapped and the
     method loaded in caller-owned memory; load_method and three executes count 0 heap allocations (the weights
     are read in place, never copied)."""

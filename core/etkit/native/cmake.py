@@ -58,8 +58,8 @@ def core_prefix() -> Path:
     """
     prefix = package_prefix("etkit")
     if prefix is None or not (prefix / "lib" / "cmake" / "etkit").is_dir():
-        raise NativeBuildError("etkit's CMake package (etkit/lib/cmake/etkit) is not installed: reinstall etkit "
-                               "from its wheel (pip install etkit-*.whl)")
+        raise NativeBuildError("etkit's CMake package (etkit/lib/cmake/etkit) is not installed: reinstall "
+                               "etkit-runtime from its wheel (pip install etkit_runtime-*.whl)")
     return prefix
 
 

@@ -5,11 +5,9 @@ dict: ``entries`` and ``bytes`` (blocks alive, their size in bytes), ``packs``, 
 ``deduplicated`` (counts since the process started).
 
 Attributes resolve lazily so that importing the package (e.g. from the plugin entry point) does not
-import torch.
+import torch; the lowering side asked for where only etkit-runtime is installed says to install etkit.
 """
 from __future__ import annotations
-
-import importlib
 
 _LAZY = {
     "XnnpackPartitioner": "etkit_xnnpack.partition.partitioner",
@@ -23,5 +21,7 @@ __all__ = sorted(_LAZY)
 
 def __getattr__(name: str):
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        from etkit._compiler import import_compiler_module
+
+        return getattr(import_compiler_module(_LAZY[name], f"etkit_xnnpack.{name}"), name)
     raise AttributeError(f"module 'etkit_xnnpack' has no attribute {name!r}")
