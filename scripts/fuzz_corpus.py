@@ -13,6 +13,8 @@ Writes ``OUT_DIR/<target>/<seed>`` files (the directory is emptied first):
 - ``fuzz_etdump``: ETDump files of portable and XNNPACK programs run twice (intermediate outputs logged).
 - ``fuzz_ptd``: .ptd data files of portable programs (constants with tensor layouts) and XNNPACK programs
   (named data without layouts) exported with ``external_constants=True``.
+- ``fuzz_ethosu_estimates``: the Vela layer-estimates blobs (named data) of the Ethos-U programs.
+- ``fuzz_qnn_profile``: QNN profile CSV text in the shape QNN's profiler writes (one run, two, one cut short).
 - ``fuzz_qnn_payload``, ``fuzz_coreml_payload``: the raw payloads (those targets read the payload alone).
 
 A plugin that cannot be imported is an error: a fuzz run without seeds for a target would look like one
@@ -21,6 +23,7 @@ that found nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import struct
 import sys
@@ -163,8 +166,8 @@ def _data_files():
     seeds = []
     for name, model, inputs, dynamic in _float_models()[:3]:
         for backend, partitioners in (("portable", []), ("xnnpack", [XnnpackPartitioner()])):
-            program = _lower(model, inputs, dynamic, partitioners, etkit.ExecutorchBackendConfig(external_constants=True),
-                             manager=True)
+            config = etkit.ExecutorchBackendConfig(external_constants=True)
+            program = _lower(model, inputs, dynamic, partitioners, config, manager=True)
             seeds += [(f"{backend}_{name}", blob) for blob in program.data_files.values()]
     return seeds
 
@@ -209,6 +212,7 @@ def _vulkan_programs():
     return [(name, _lower(m, x, d, [VulkanPartitioner()])) for name, m, x, d in _float_models()]
 
 
+@functools.lru_cache(maxsize=None)  # fuzz_ethosu and fuzz_ethosu_estimates seed from the same programs
 def _ethosu_programs():
     from etkit_ethosu import EthosUCompileSpec, EthosUPartitioner, quantize_for_ethosu
 
@@ -317,9 +321,34 @@ TARGETS = {
     "fuzz_xnnpack": lambda: _cases(_xnnpack_programs(), "XnnpackBackend", delegate_cases),
     "fuzz_vulkan": lambda: _cases(_vulkan_programs(), "VulkanBackend", delegate_cases),
     "fuzz_ethosu": lambda: _cases(_ethosu_programs(), "EthosUBackend", delegate_cases),
+    "fuzz_ethosu_estimates": lambda: _named_data(_ethosu_programs(), "etkit_ethosu.layers."),
+    "fuzz_qnn_profile": lambda: _qnn_profiles(),
     "fuzz_qnn_payload": lambda: _cases(_qnn_programs(), "QnnBackend", raw_payloads),
     "fuzz_coreml_payload": lambda: _cases(_coreml_programs(), "CoreMLBackend", raw_payloads),
 }
+
+
+def _qnn_profiles() -> list:
+    """QNN profile CSV text in the shape onnxruntime-qnn 2.7.0 appends (plugins/qnn/runtime/src/qnn_profile.h):
+    one run, two runs, a run cut short."""
+    run = ("0,BACKEND,598641,CYCLES,BACKEND,ROOT,Accelerator (execute) time (cycles)\n"
+           "0,NODE,234934,CYCLES,BACKEND,SUB-EVENT,Transpose:OpId_17 (cycles)\n"
+           "0,NODE,159769,CYCLES,BACKEND,SUB-EVENT,Relu__3_token_2:OpId_26 (cycles)\n"
+           "0,BACKEND,3842,US,BACKEND,ROOT,Accelerator (execute) time\n"
+           "0,EXECUTE,3945,US,BACKEND,ROOT,QNN (execute) time\n")
+    return [("one_run", run.encode()), ("two_runs", (run + run).encode()), ("cut_short", (run + run[:150]).encode())]
+
+
+def _named_data(programs, prefix: str) -> list:
+    """The named-data blobs whose keys start with ``prefix`` in each program."""
+    from etkit.serialize import deserialize_pte
+
+    seeds = []
+    for name, pte in programs:
+        named = deserialize_pte(pte).named_data
+        seeds += [(f"{name}_{i}", blob) for i, (key, blob) in enumerate(sorted(named.items()))
+                  if key.startswith(prefix)]
+    return seeds
 
 
 def _cases(programs, backend_id, extract):
