@@ -16,22 +16,11 @@ import torch
 import etkit
 from etkit.runtime import Runtime
 from etkit.serialize.ptd import deserialize_ptd
+from tests.runtime.test_ptd import PtdNet as Net
 
 pytestmark = pytest.mark.oracle
 
 SCRIPTS = Path(__file__).parent / "oracle_scripts"
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3)
-        self.fc = torch.nn.Linear(8, 5)
-        self.register_buffer("scale", torch.linspace(0.5, 1.5, 5))
-
-    def forward(self, x):
-        y = torch.relu(self.conv(x)).mean(dim=(2, 3))
-        return self.fc(y) * self.scale
 
 
 class Mlp(torch.nn.Module):

@@ -18,7 +18,9 @@ from etkit.serialize.ptd import PtdEntry, PtdFormatError, TensorLayout, deserial
 DEFAULT_FILE = f"{DEFAULT_TAG}.ptd"
 
 
-class _Net(torch.nn.Module):
+class PtdNet(torch.nn.Module):
+    """Conv, linear and a buffer: five constants (tests/interop/test_ptd_interop.py uses it too)."""
+
     def __init__(self):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 8, 3)
@@ -37,7 +39,7 @@ def _export(model, example, **config):
 @pytest.fixture(scope="module")
 def net():
     torch.manual_seed(0)
-    model = _Net().eval()
+    model = PtdNet().eval()
     x = torch.randn(1, 3, 10, 10)
     with torch.no_grad():
         return model, x, model(x)
