@@ -6,6 +6,8 @@
 //                    [--threads 1] [--echo] [--truncate_prompt] [--chat]
 //   etkit_llm_runner --model_path m.pte --prompt_tokens 1,2,3 [...]
 //
+// --data_path m.ptd gives the .ptd data file holding the weights of a program exported with
+// `etkit llm export --external-constants` (LlmConfig(external_constants=True)).
 // --chat wraps the prompt as one user turn of the model's chat template, read from chat_turn.json beside
 // the tokenizer (`etkit llm export` writes it: the Jinja template rendered in Python, as the text before
 // and after the prompt), the same text `etkit llm generate --chat` encodes.
@@ -39,6 +41,7 @@ const char kProg[] = "etkit_llm_runner";
 struct Options {
   std::string model_path;
   std::string tokenizer_path;
+  std::string data_path;
   std::string prompt;
   bool has_prompt = false;
   std::string prompt_tokens;
@@ -52,7 +55,7 @@ int usage(const char* msg) {
   std::fprintf(stderr,
                "usage: %s --model_path M.pte (--tokenizer_path T --prompt TEXT | --prompt_tokens 1,2,3)\n"
                "       [--max_new_tokens N] [--temperature T] [--top_p P] [--seed S] [--num_bos N] [--threads N]\n"
-               "       [--echo] [--truncate_prompt] [--chat]\n"
+               "       [--echo] [--truncate_prompt] [--chat] [--data_path D.ptd]\n"
                "tokenizers: %s\n",
                kProg,
                llm::tokenizers_available() ? "pytorch-tokenizers (tokenizer.json, SentencePiece, tiktoken)"
@@ -116,6 +119,8 @@ bool parse(int argc, char** argv, Options* o) {
       if (!value(&o->model_path)) return false;
     } else if (a == "--tokenizer_path") {
       if (!value(&o->tokenizer_path)) return false;
+    } else if (a == "--data_path") {
+      if (!value(&o->data_path)) return false;
     } else if (a == "--prompt") {
       if (!value(&o->prompt)) return false;
       o->has_prompt = true;
@@ -223,7 +228,7 @@ int main(int argc, char** argv) {
     if (e != rt::Error::Ok && e != rt::Error::NotSupported) return fail("setting num_threads", e);
   }
 
-  llm::TextLLMRunner runner(opt.model_path, opt.tokenizer_path);
+  llm::TextLLMRunner runner(opt.model_path, opt.tokenizer_path, opt.data_path);
   rt::Error e = runner.load();
   if (e != rt::Error::Ok) return fail("cannot load", e);
   g_runner = &runner;

@@ -303,3 +303,31 @@ def test_usage_errors(llm_runner, tiny_pte):
     assert _run(llm_runner, "--model_path", tiny_pte, "--prompt_tokens", "1,x").returncode == 2
     missing = _run(llm_runner, "--model_path", str(REPO_ROOT / "no-such.pte"), "--prompt_tokens", "1")
     assert missing.returncode == 1 and "no-such.pte" in missing.stderr
+
+
+def test_weights_in_a_data_file_give_the_same_tokens(llm_runner, tmp_path, tokenizer_json, python_runner):
+    """LlmConfig(external_constants=True): the same tiny model with its weights (the embedding and, on the CPU
+    backend, the delegate's weights) in a .ptd; the Python runner (data_path=) and etkit_llm_runner
+    (--data_path) generate the tokens the all-in-one program does, and without its data file the C++ runner
+    names the missing weight."""
+    program = export_llm(tiny_model(), LlmConfig(max_seq_len=16, max_context_len=64, backend=CPU_BACKEND,
+                                                 enable_dynamic_shape=False, external_constants=True),
+                         progress=lambda _: None)
+    pte = tmp_path / "tiny_external.pte"
+    program.write_to_file(str(pte))
+    [ptd] = program.write_tensor_data_to_file(tmp_path)
+    assert pte.stat().st_size < Path(ptd).stat().st_size // 10  # the weights left the program
+
+    prompt = python_runner.tokenizer.encode(PROMPT)
+    python_runner.reset()
+    want, _ = python_runner.generate_tokens(prompt, GenerationConfig(max_new_tokens=NEW_TOKENS))
+    external = TextLLMRunner(str(pte), tokenizer_json, data_path=ptd)
+    got, _ = external.generate_tokens(prompt, GenerationConfig(max_new_tokens=NEW_TOKENS))
+    assert got == want
+    ids = ",".join(map(str, prompt))
+    out = _run(llm_runner, "--model_path", str(pte), "--data_path", ptd, "--prompt_tokens", ids,
+               "--max_new_tokens", str(NEW_TOKENS))
+    assert out.returncode == 0, out.stderr
+    assert _ids(out.stdout) == want
+    missing = _run(llm_runner, "--model_path", str(pte), "--prompt_tokens", ids, "--max_new_tokens", "1")
+    assert missing.returncode == 1 and "no .ptd data file was given" in missing.stderr, missing.stderr

@@ -70,21 +70,23 @@ def test_text_generation_with_the_chat_template(smollm2, smollm2_program):
 
 @pytest.mark.slow
 def test_cli_export_and_generate(tmp_path):
-    """`etkit llm export` from the GGUF file writes the .pte and tokenizer.json; `etkit llm generate` streams
-    the text and prints the stats line."""
+    """`etkit llm export` from the GGUF file writes the .pte, its weights in a .ptd (--external-constants) and
+    tokenizer.json; `etkit llm generate --data-path` streams the text and prints the stats line."""
     pte = tmp_path / "smollm2.pte"
     export = subprocess.run([sys.executable, "-m", "etkit", "llm", "export", "--model", smollm2_gguf(), "-o", str(pte),
-                             "--backend", CPU_BACKEND, "--max-context-len", "96", "--max-seq-len", "32"],
-                            capture_output=True, text=True)
+                             "--backend", CPU_BACKEND, "--max-context-len", "96", "--max-seq-len", "32",
+                             "--external-constants"], capture_output=True, text=True)
     assert export.returncode == 0, export.stderr
+    ptd = tmp_path / "smollm2.ptd"
+    assert ptd.stat().st_size > 100 * pte.stat().st_size  # the weights are in the data file
     assert "torch.export:" in export.stderr and (tmp_path / "tokenizer.json").exists()
     assert "<|im_start|>user" in (tmp_path / "chat_turn.json").read_text()  # for etkit_llm_runner --chat
     generate = subprocess.run([sys.executable, "-m", "etkit", "llm", "generate", "--model", str(pte), "--tokenizer",
-                               str(tmp_path / "tokenizer.json"), "--prompt", "The capital of France is",
-                               "--max-new-tokens", "8"], capture_output=True, text=True)
+                               str(tmp_path / "tokenizer.json"), "--data-path", str(ptd), "--prompt",
+                               "The capital of France is", "--max-new-tokens", "8"], capture_output=True, text=True)
     assert generate.returncode == 0, generate.stderr
     assert "Paris" in generate.stdout and "decode" in generate.stderr and "tok/s" in generate.stderr
     too_long = subprocess.run([sys.executable, "-m", "etkit", "llm", "generate", "--model", str(pte), "--tokenizer",
-                               str(tmp_path / "tokenizer.json"), "--prompt", "word " * 200], capture_output=True,
-                              text=True)
+                               str(tmp_path / "tokenizer.json"), "--data-path", str(ptd), "--prompt", "word " * 200],
+                              capture_output=True, text=True)
     assert too_long.returncode == 2 and "get_max_context_len) is 96" in too_long.stderr

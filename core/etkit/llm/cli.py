@@ -12,7 +12,7 @@ def _cmd_export(args) -> int:
                        quantize=args.quantize, group_size=args.group_size, weight_qparams=args.weight_qparams,
                        embedding_quantize=args.embedding_quantize,
                        use_sdpa_with_kv_cache=not args.no_sdpa_with_kv_cache, backend=args.backend,
-                       enable_dynamic_shape=args.dynamic_shape == "on")
+                       enable_dynamic_shape=args.dynamic_shape == "on", external_constants=args.external_constants)
 
     def progress(line: str) -> None:
         print(f"etkit llm export: {line}", file=sys.stderr, flush=True)
@@ -23,14 +23,21 @@ def _cmd_export(args) -> int:
         program = export_llm(model, config, progress=progress)
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
         program.write_to_file(args.output)
+        written = [args.output]
+        if args.external_constants:  # model.pte -> model.ptd beside it
+            data_path = os.path.splitext(args.output)[0] + ".ptd"
+            [blob] = program.data_files.values()
+            with open(data_path, "wb") as f:
+                f.write(blob)
+            written.append(data_path)
         tokenizer_dir = args.tokenizer_dir or os.path.dirname(os.path.abspath(args.output))
         tokenizer.save_pretrained(tokenizer_dir)
         files = ["tokenizer.json"] + _write_chat_turn(os.path.join(tokenizer_dir, "tokenizer.json"))
     except (LlmExportError, UnsupportedModelError, OSError) as exc:
         print(f"etkit llm export: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.1f} MB) and the tokenizer to {tokenizer_dir} "
-          f"({', '.join(files)})")
+    sizes = " and ".join(f"{path} ({os.path.getsize(path) / 1e6:.1f} MB)" for path in written)
+    print(f"wrote {sizes} and the tokenizer to {tokenizer_dir} ({', '.join(files)})")
     return 0
 
 
@@ -56,7 +63,7 @@ def _cmd_generate(args) -> int:
     from etkit.runtime import set_num_threads
     try:
         set_num_threads(args.threads)
-        runner = TextLLMRunner(args.model, args.tokenizer)
+        runner = TextLLMRunner(args.model, args.tokenizer, data_path=args.data_path)
         config = GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                                   seed=args.seed, echo=args.echo, num_bos=args.num_bos,
                                   apply_chat_template=args.chat, truncate_prompt=args.truncate_prompt)
@@ -94,12 +101,16 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--embedding-quantize", default=None, help="embedding table quantization: 8w, 4w or '<bits>,<group size>' (e.g. 4,32)")
     p.add_argument("--no-sdpa-with-kv-cache", action="store_true",
                    help="attention by ATen SDPA instead of llama::custom_sdpa")
+    p.add_argument("--external-constants", action="store_true",
+                   help="keep the weights in a .ptd data file beside the .pte (same name, .ptd)")
     p.add_argument("--dynamic-shape", default="on", choices=["on", "off"],
                    help="on: one forward takes 1..max_seq_len tokens (default); off: one token per call")
     p.set_defaults(fn=_cmd_export)
     p = sub.add_parser("generate", help="generate text from a .pte made by `etkit llm export`")
     p.add_argument("--model", required=True, help="the .pte")
     p.add_argument("--tokenizer", required=True, help="tokenizer.json (or a SentencePiece / tiktoken model)")
+    p.add_argument("--data-path", default=None, help="the .ptd data file of a program exported with "
+                                                     "--external-constants")
     p.add_argument("--prompt", required=True)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")

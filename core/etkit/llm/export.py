@@ -67,6 +67,10 @@ class LlmConfig:
         generate_full_logits: ``forward`` returns logits of every token ([1, S, vocab]) instead of the last.
         bos_id, eos_ids: written as ``get_bos_id`` / ``get_eos_ids``; :func:`export_llm` fills them from the
             model's ``generation_config`` / ``config`` when ``None``.
+        external_constants: keep the weights (constants and the backend's named data) in a ``.ptd`` data file
+            instead of the ``.pte`` (``ExecutorchBackendConfig(external_constants=True)``); write it with
+            ``program.write_tensor_data_to_file(dir)`` and pass it as ``TextLLMRunner(..., data_path=)`` /
+            ``etkit_llm_runner --data_path``.
     """
 
     max_seq_len: int = 128
@@ -84,6 +88,7 @@ class LlmConfig:
     bos_id: Optional[int] = None
     eos_ids: Optional[list] = None
     extra_metadata: dict = field(default_factory=dict)
+    external_constants: bool = False
 
     def embedding_bits(self) -> tuple:
         """``(bits, group size)`` of :attr:`embedding_quantize` (group size 0: per row).
@@ -285,7 +290,8 @@ def export_llm(model, config: Optional[LlmConfig] = None, progress: Optional[Cal
     with _stage(f"lower to {config.backend}", progress):
         edge = etkit.to_edge_transform_and_lower(ep, partitioner=partitioners, constant_methods=metadata)
     with _stage("emit the program", progress):
-        program = edge.to_executorch()
+        program = edge.to_executorch(etkit.ExecutorchBackendConfig(external_constants=config.external_constants))
         size = len(program.buffer)
-    progress(f"program: {size / 1e6:.1f} MB")
+    data = sum(len(blob) for blob in program.data_files.values())
+    progress(f"program: {size / 1e6:.1f} MB" + (f", data file: {data / 1e6:.1f} MB" if data else ""))
     return program

@@ -273,15 +273,17 @@ class TextLLMRunner:
     Args:
         pte_path: the program (method ``forward(tokens int64 [1, S], input_pos int64 [1]) -> logits``).
         tokenizer_path: a ``tokenizer.json`` (Hugging Face), SentencePiece or tiktoken model.
+        data_path: the ``.ptd`` data file holding the weights, for a program exported with
+            ``LlmConfig(external_constants=True)`` (ExecuTorch's runners' ``data_path``).
     Raises:
         GenerationError: the tokenizer's vocabulary does not match the program's ``get_vocab_size``.
     """
 
-    def __init__(self, pte_path: str, tokenizer_path: str) -> None:
+    def __init__(self, pte_path: str, tokenizer_path: str, data_path: Optional[str] = None) -> None:
         from etkit.runtime import Runtime
         start = time.perf_counter()
         self.tokenizer = Tokenizer(tokenizer_path)
-        self._program = Runtime.get().load_program(pte_path)
+        self._program = Runtime.get().load_program(pte_path, data_path=data_path)
         names = self._program.method_names
         self.metadata = {k: self._constant(k, v) if k in names else v for k, v in METADATA_DEFAULTS.items()}
         self._forward = self._program.load_method("forward")

@@ -71,11 +71,11 @@ Error as_int(const EValue& v, const char* method, int64_t* out) {
 
 }  // namespace
 
-TextLLMRunner::TextLLMRunner(std::string model_path, std::unique_ptr<Tokenizer> tokenizer)
-    : model_path_(std::move(model_path)), tokenizer_(std::move(tokenizer)) {}
+TextLLMRunner::TextLLMRunner(std::string model_path, std::unique_ptr<Tokenizer> tokenizer, std::string data_path)
+    : data_path_(std::move(data_path)), model_path_(std::move(model_path)), tokenizer_(std::move(tokenizer)) {}
 
-TextLLMRunner::TextLLMRunner(std::string model_path, std::string tokenizer_path)
-    : model_path_(std::move(model_path)), tokenizer_path_(std::move(tokenizer_path)) {}
+TextLLMRunner::TextLLMRunner(std::string model_path, std::string tokenizer_path, std::string data_path)
+    : data_path_(std::move(data_path)), model_path_(std::move(model_path)), tokenizer_path_(std::move(tokenizer_path)) {}
 
 TextLLMRunner::~TextLLMRunner() = default;
 
@@ -89,7 +89,7 @@ Error TextLLMRunner::load() {
     if (!tok.ok()) return tok.error();
     tokenizer_ = std::move(tok.get());
   }
-  module_.reset(new Module(model_path_));
+  module_.reset(data_path_.empty() ? new Module(model_path_) : new Module(model_path_, data_path_));
   Error e = module_->load();
   if (e != Error::Ok) {
     std::string why = last_message();

@@ -118,10 +118,11 @@ class IRunner {
 
 class TextLLMRunner : public IRunner {
  public:
-  /// `tokenizer` may be null: then only generate_from_tokens() works.
-  TextLLMRunner(std::string model_path, std::unique_ptr<Tokenizer> tokenizer);
+  /// `tokenizer` may be null: then only generate_from_tokens() works. `data_path`, when not empty, is the
+  /// .ptd data file holding the weights (export_llm with LlmConfig(external_constants=True)).
+  TextLLMRunner(std::string model_path, std::unique_ptr<Tokenizer> tokenizer, std::string data_path = "");
   /// Loads the tokenizer file in load() (load_tokenizer); an empty path means no tokenizer.
-  TextLLMRunner(std::string model_path, std::string tokenizer_path);
+  TextLLMRunner(std::string model_path, std::string tokenizer_path, std::string data_path = "");
   ~TextLLMRunner() override;
   TextLLMRunner(const TextLLMRunner&) = delete;
   TextLLMRunner& operator=(const TextLLMRunner&) = delete;
@@ -179,6 +180,7 @@ class TextLLMRunner : public IRunner {
                      const std::function<void(uint64_t)>& on_token, std::vector<uint64_t>* generated);
   void begin_stats(double start_ms);
 
+  std::string data_path_;
   std::string model_path_;
   std::string tokenizer_path_;
   std::unique_ptr<Tokenizer> tokenizer_;
