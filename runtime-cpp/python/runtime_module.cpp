@@ -102,6 +102,11 @@ struct ProgramHolder {
 
 /// Attaches a .ptd data file (mapped, read in place) whose keys every method loaded afterwards may use.
 void attach_data_file(ProgramHolder& h, const std::string& path) {
+  if (h.data_map) {  // methods loaded from the program may point into the attached file
+    raise(rt::set_error(rt::Error::InvalidState, "the program already has a data file (methods loaded from it may "
+                        "read it); load the program again to use another"),
+          "cannot attach data file '" + path + "'");
+  }
   auto l = rt::MmapDataLoader::from(path.c_str());
   if (!l.ok()) raise(l.error(), "cannot open data file '" + path + "'");
   auto loader = std::make_unique<rt::MmapDataLoader>(std::move(l.get()));

@@ -243,6 +243,13 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
   void* data = nullptr;
   bool planned = false;
   if (const fb::AllocationDetails* a = t->allocation_info()) {
+    if (is_external(t)) {
+      const auto* fqn = t->extra_tensor_info()->fully_qualified_name();
+      return set_error(Error::NotSupported,
+                       "value %zu: tensor '%s' is planned memory whose initial value is kept in a .ptd data file "
+                       "(ExecuTorch's external_mutable_weights, for training); this runtime does not load those",
+                       i, fqn != nullptr ? fqn->c_str() : "");
+    }
     uint32_t mem_id = a->memory_id();
     uint64_t offset = uint64_t(a->memory_offset_low()) | (uint64_t(a->memory_offset_high()) << 32);
     const auto* buffer_sizes = plan->non_const_buffer_sizes();
@@ -294,12 +301,15 @@ Result<void*> MethodState::external_constant(size_t i, const fb::ExtraTensorInfo
   const size_t nbytes = tensor.nbytes();
   Result<TensorLayout> layout = data_map.get_tensor_layout(fqn);
   if (layout.ok()) {
-    bool same = layout->scalar_type == tensor.scalar_type() && layout->sizes.size() == tensor.dim();
-    for (size_t d = 0; same && d < tensor.dim(); ++d) same = layout->sizes[d] == tensor.sizes()[d];
+    bool same = layout->scalar_type == tensor.scalar_type() && layout->sizes.size() == tensor.dim() &&
+                layout->dim_order.size() == tensor.dim();
+    for (size_t d = 0; same && d < tensor.dim(); ++d) {
+      same = layout->sizes[d] == tensor.sizes()[d] && layout->dim_order[d] == tensor.dim_order()[d];
+    }
     if (!same) {
       return set_error(Error::InvalidProgram,
                        "value %zu: tensor '%s' is a %s tensor of %zu bytes in the program but a %s tensor of %zu bytes "
-                       "(%zu dims) in the .ptd data file: the data file belongs to another program",
+                       "(%zu dims, or another dim_order) in the .ptd data file: the data file belongs to another program",
                        i, fqn, scalar_type_name(tensor.scalar_type()), nbytes, scalar_type_name(layout->scalar_type), layout->nbytes,
                        layout->sizes.size());
     }

@@ -29,18 +29,12 @@ Result<FreeableBuffer> MergedDataMap::get_data(const char* key) const {
 }
 
 Result<TensorLayout> MergedDataMap::get_tensor_layout(const char* key) const {
-  bool any_not_supported = false;
+  // The first map holding the key answers, as get_data() would read its bytes from that map.
   for (const NamedDataMap* map : {first_, second_}) {
     if (map == nullptr) continue;
     Result<TensorLayout> r = map->get_tensor_layout(key);
-    if (r.ok()) return r;
-    if (r.error() == Error::NotSupported) {
-      any_not_supported = true;
-    } else if (r.error() != Error::NotFound) {
-      return r;
-    }
+    if (r.ok() || r.error() != Error::NotFound) return r;
   }
-  if (any_not_supported) return set_error(Error::NotSupported, "no tensor layout is kept for '%s'", key);
   return not_found(key);
 }
 

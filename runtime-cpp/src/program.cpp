@@ -164,6 +164,18 @@ Result<FreeableBuffer> ProgramNamedDataMap::get_data(const char* key) const {
   return set_error(Error::NotFound, "named data key '%s' is not in this program", key == nullptr ? "(null)" : key);
 }
 
+Result<TensorLayout> ProgramNamedDataMap::get_tensor_layout(const char* key) const {
+  const auto* named = program_->program->named_data();
+  if (named != nullptr && key != nullptr) {
+    for (size_t i = 0; i < named->size(); ++i) {
+      if (std::strcmp(named->Get(static_cast<flatbuffers::uoffset_t>(i))->key()->c_str(), key) == 0) {
+        return set_error(Error::NotSupported, "named data key '%s' holds bytes without a tensor layout", key);
+      }
+    }
+  }
+  return set_error(Error::NotFound, "named data key '%s' is not in this program", key == nullptr ? "(null)" : key);
+}
+
 Result<size_t> ProgramNamedDataMap::get_num_keys() const {
   const auto* named = program_->program->named_data();
   return size_t(named == nullptr ? 0 : named->size());

@@ -21,6 +21,8 @@ class ProgramNamedDataMap final : public NamedDataMap {
   Result<FreeableBuffer> get_data(const char* key) const override;
   Result<size_t> get_num_keys() const override;
   Result<const char*> get_key(size_t index) const override;
+  /// NotFound when the program has no such key, NotSupported when it has (a program keeps no layouts).
+  Result<TensorLayout> get_tensor_layout(const char* key) const override;
 
  private:
   const ProgramData* program_;

@@ -88,8 +88,26 @@ def test_a_data_file_missing_a_key_or_holding_another_shape_is_refused(net, tmp_
     reshaped["fc.weight"] = PtdEntry(entries["fc.weight"].data, 16, TensorLayout(6, (8, 5), (0, 1)))
     (tmp_path / "other.ptd").write_bytes(serialize_ptd(reshaped))
     with pytest.raises(EtkitRuntimeError, match=r"'fc\.weight' is a Float tensor of 160 bytes in the program but a "
-                                                r"Float tensor of 160 bytes \(2 dims\) in the \.ptd data file"):
+                                                r"Float tensor of 160 bytes \(2 dims, or another dim_order\) in the "
+                                                r"\.ptd data file"):
         Runtime.get().load_program(tmp_path / "net.pte", data_path=tmp_path / "other.ptd").load_method("forward")
+
+
+def test_a_data_file_with_another_dim_order_or_a_second_one_is_refused(net, tmp_path):
+    model, x, _ = net
+    program = _export(model, (x,), external_constants=True)
+    program.write_to_file(str(tmp_path / "net.pte"))
+    entries = deserialize_ptd(program.data_files[DEFAULT_FILE])
+    transposed = dict(entries)
+    transposed["conv.weight"] = PtdEntry(entries["conv.weight"].data, 16, TensorLayout(6, (8, 3, 3, 3), (0, 2, 3, 1)))
+    (tmp_path / "nhwc.ptd").write_bytes(serialize_ptd(transposed))
+    with pytest.raises(EtkitRuntimeError, match=r"'conv\.weight' .* another dim_order\) in the \.ptd data file"):
+        Runtime.get().load_program(tmp_path / "net.pte", data_path=tmp_path / "nhwc.ptd").load_method("forward")
+
+    [ptd] = program.write_tensor_data_to_file(tmp_path)
+    loaded = Runtime.get().load_program(tmp_path / "net.pte", data_path=ptd)
+    with pytest.raises(EtkitRuntimeError, match="already has a data file"):
+        loaded._native.attach_data_file(ptd)  # methods loaded before may point into the first one
 
 
 def test_two_programs_share_one_data_file(net, tmp_path):
@@ -142,6 +160,13 @@ def test_serializer_layout_and_round_trip():
     assert serialize_ptd(entries) == blob  # deterministic
     # "a" and "c" hold the same bytes: one segment, so 12 + padding + 3 bytes of data
     assert data_size == 128 + 3
+    # an entry asking for more than the segment alignment gets it in the file, not only relative to the base
+    wide = serialize_ptd({"x": PtdEntry(b"\x02" * 5, 16), "y": PtdEntry(b"\x03" * 7, 512)})
+    base = int.from_bytes(wide[32:40], "little")
+    from etkit.fb.flat_tensor.FlatTensor import FlatTensor
+    root = FlatTensor.GetRootAs(wide, 0)
+    assert base % 512 == 0 and all(root.Segments(i).Offset() % 512 == 0 for i in range(root.SegmentsLength()))
+    assert deserialize_ptd(wide)["y"].data == b"\x03" * 7
 
 
 @pytest.mark.parametrize("damage", ["truncated", "identifier", "header", "version", "segment", "pte"])

@@ -43,9 +43,9 @@ def fold_constants(ep: ExportedProgram, max_growth_bytes: int = 1 << 16, keep=No
                       if s.kind == InputKind.BUFFER and s.target in mutated}
     values = {}
     for node in graph.nodes:
-        if node.op == "placeholder" and node.name not in mutable_inputs and not (keep is not None and keep(node)):
+        if node.op == "placeholder" and node.name not in mutable_inputs:
             t = get_constant(ep, node)
-            if t is not None:
+            if t is not None and not (keep is not None and keep(node)):
                 values[node] = t
     folded = []
     for node in list(graph.nodes):

@@ -10,9 +10,9 @@ page "Separating the program and data"; layout facts from ExecuTorch's
               length), uint64 flatbuffer_size, uint64 segment_base_offset, uint64 segment_data_size
               (little-endian), zero-padded to 48 bytes
     ...       rest of the FlatTensor flatbuffer: [0, flatbuffer_offset + flatbuffer_size)
-    padding   zeros up to segment_base_offset (a multiple of segment_alignment)
-    segments  FlatTensor.segments[i] at segment_base_offset + offset, each aligned to
-              lcm(segment_alignment, the entry's alignment)
+    padding   zeros up to segment_base_offset
+    segments  FlatTensor.segments[i] at segment_base_offset + offset; the base and every offset are
+              multiples of lcm(segment_alignment, every entry's alignment)
 
 A ``.pte`` whose constants are EXTERNAL names them by fully qualified name (``linear.weight``); each
 is a ``.ptd`` key with a :class:`TensorLayout`. A backend's named data (a delegate's weights)
@@ -83,26 +83,29 @@ def serialize_ptd(entries: Mapping[str, PtdEntry], *, segment_alignment: int = D
         ValueError: an alignment is not a power of two, or a key is empty.
     """
     check_alignment("segment_alignment", segment_alignment)
+    for key, entry in entries.items():
+        check_alignment(f"alignment of {key!r}", entry.alignment)
+    # offsets are relative to segment_base_offset, which must then be aligned as strictly as any entry
+    segment_alignment = math.lcm(segment_alignment, *(e.alignment for e in entries.values()))
     segments: list[DataSegmentT] = []
     parts: list[bytes] = []
-    segment_of: dict[bytes, int] = {}
+    segment_of: dict[tuple, int] = {}
     named: list[NamedDataT] = []
     end = 0
     for key, entry in entries.items():
         if not key:
             raise ValueError("serialize_ptd: an entry has an empty key")
-        check_alignment(f"alignment of {key!r}", entry.alignment)
         data = bytes(entry.data)
-        if data not in segment_of:
-            start = align_up(end, math.lcm(segment_alignment, entry.alignment))
+        if (data, entry.alignment) not in segment_of:
+            start = align_up(end, segment_alignment)
             parts.append(b"\x00" * (start - end))
             parts.append(data)
             end = start + len(data)
-            segment_of[data] = len(segments)
+            segment_of[data, entry.alignment] = len(segments)
             segments.append(DataSegmentT())
             segments[-1].offset, segments[-1].size = start, len(data)
         item = NamedDataT()
-        item.key, item.segmentIndex = key, segment_of[data]
+        item.key, item.segmentIndex = key, segment_of[data, entry.alignment]
         if entry.layout is not None:
             item.tensorLayout = TensorLayoutT()
             item.tensorLayout.scalarType = int(entry.layout.scalar_type)

@@ -228,9 +228,11 @@ Result<const char*> FlatTensorDataMap::get_key(size_t index) const {
 
 Result<TensorLayout> FlatTensorDataMap::get_tensor_layout(const char* key) const {
   const ft::NamedData* nd = state_->find(key);
-  if (nd == nullptr || nd->tensor_layout() == nullptr) {
-    return set_error(Error::NotFound, "key '%s' %s", key == nullptr ? "(null)" : key,
-                     nd == nullptr ? "is not in the .ptd data file" : "holds bytes, not a tensor, in the .ptd data file");
+  if (nd == nullptr) {
+    return set_error(Error::NotFound, "key '%s' is not in the .ptd data file", key == nullptr ? "(null)" : key);
+  }
+  if (nd->tensor_layout() == nullptr) {
+    return set_error(Error::NotSupported, "key '%s' holds bytes, not a tensor, in the .ptd data file", key);
   }
   const ft::TensorLayout* l = nd->tensor_layout();
   TensorLayout layout;

@@ -32,8 +32,8 @@ class NamedDataMap {
   virtual Result<size_t> get_num_keys() const = 0;
   /// The index-th key. Errors: InvalidArgument if index >= get_num_keys().
   virtual Result<const char*> get_key(size_t index) const = 0;
-  /// The tensor layout stored with `key`. Errors: NotFound (no such key, or the key holds opaque bytes),
-  /// NotSupported (this map keeps no layouts; the default). Defined here, so that the class keeps no key
+  /// The tensor layout stored with `key`. Errors: NotFound (no such key), NotSupported (the key holds bytes
+  /// without a layout, or this map keeps no layouts: the default). Defined here, so that the class keeps no key
   /// function: code built with RTTI (a plugin's tests) may derive from it although the runtime has none.
   virtual Result<TensorLayout> get_tensor_layout(const char* key) const {
     return set_error(Error::NotSupported, "this data map keeps no tensor layouts (asked for '%s')",

@@ -59,7 +59,7 @@ class FlatTensorDataMap final : public runtime::NamedDataMap {
   runtime::Result<runtime::FreeableBuffer> get_data(const char* key) const override;
   runtime::Result<size_t> get_num_keys() const override;
   runtime::Result<const char*> get_key(size_t index) const override;
-  /// Errors: NotFound (no such key, or its bytes are not a tensor).
+  /// Errors: NotFound (no such key), NotSupported (its bytes are not a tensor: no layout).
   runtime::Result<runtime::TensorLayout> get_tensor_layout(const char* key) const override;
   const FlatTensorHeader& header() const;
 
