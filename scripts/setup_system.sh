@@ -18,13 +18,16 @@
 #   chromium         headless Chromium: tests/devtools/test_report.py renders `etkit devtools report`'s HTML
 #                    and checks its console for script errors
 #   python3.11-venv  `python3.11 -m venv` when python3.11 is Debian's
+#   gcc-arm-none-eabi, libnewlib-arm-none-eabi, libstdc++-arm-none-eabi-newlib   the Cortex-M cross
+#                    compiler and its C/C++ libraries: `etkit runner build --target cortex-m55` (bare metal)
+#   qemu-system-arm  runs that image on the emulated mps3-an547 board (Cortex-M55) in tests/baremetal
 # cmake and ninja come from the Python venv (requirements-dev.txt), not from Debian.
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 PACKAGES=(build-essential dpkg-dev xz-utils patch debian-archive-keyring gpgv ca-certificates util-linux
           clang-14 libclang-rt-14-dev glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-tools
-          chromium)
+          chromium gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm)
 if [[ "$(readlink -f "$(command -v python3.11 || echo /nonexistent)")" == /usr/bin/* ]]; then
   PACKAGES+=(python3.11-venv)
 fi

@@ -128,6 +128,8 @@ def _cmd_kernels(args) -> int:
 def _cmd_runner_build(args) -> int:
     from .native.cmake import NativeBuildError
     from .native.runner_build import build_runner
+    if args.target != "host":
+        return _cmd_baremetal_build(args)
     backends = [b.strip() for b in (args.backends or "").split(",") if b.strip()]
     try:
         result = build_runner(args.output, backends=backends, model=args.model, strip=args.strip, jobs=args.jobs,
@@ -137,6 +139,28 @@ def _cmd_runner_build(args) -> int:
         return 1
     kernels = "all portable kernels" if result.kernels is None else f"{len(result.kernels)} portable kernel(s)"
     print(f"{result.binary}: {result.size_bytes} bytes; backends: {', '.join(result.backends) or 'none'}; {kernels}")
+    return 0
+
+
+def _cmd_baremetal_build(args) -> int:
+    from .native.baremetal import build_baremetal_image
+    from .native.cmake import NativeBuildError
+    if not args.model or args.backends:
+        print("etkit runner build: a bare-metal image needs --model and links no backend (drop --backends)",
+              file=sys.stderr)
+        return 1
+    try:
+        import numpy as np
+        inputs = None if not args.inputs else [np.load(p.strip()) for p in args.inputs.split(",")]
+        image = build_baremetal_image(args.output, args.model, inputs=inputs, method=args.method, target=args.target,
+                                      jobs=args.jobs, quiet=not args.verbose)
+    except (NativeBuildError, OSError, ValueError) as exc:
+        print(f"etkit runner build: {exc}", file=sys.stderr)
+        return 1
+    print(f"{image.elf}: text {image.text} B (program {image.program_bytes} B), data {image.data} B, bss {image.bss} B; "
+          f"{len(image.kernels)} portable kernel(s); planned arenas {image.planned_arena_bytes} B")
+    print(f"run it: qemu-system-arm -M mps3-an547 -nographic -semihosting-config enable=on,target=native "
+          f"-kernel {image.elf}")
     return 0
 
 
@@ -182,6 +206,13 @@ def main(argv=None) -> int:
     p.add_argument("--model", help="a .pte: link only the portable kernels it calls (selective build)")
     p.add_argument("-o", "--output", required=True, help="output directory (binary: DIR/etkit_runner)")
     p.add_argument("--strip", action="store_true", help="strip symbols from the binary")
+    p.add_argument("--target", default="host", choices=("host", "cortex-m55"),
+                   help="host: etkit_runner for this machine; cortex-m55: a bare-metal image (DIR/"
+                        "etkit_baremetal_runner.elf) that runs --model on --inputs, for Arm's MPS3 AN547 board or "
+                        "QEMU's mps3-an547 (needs Debian's gcc-arm-none-eabi; see docs/bare_metal.md)")
+    p.add_argument("--inputs", default=None, help="cortex-m55: comma-separated .npy files, one per method input "
+                                                  "(default: ones)")
+    p.add_argument("--method", default="forward", help="cortex-m55: the method the image runs")
     p.add_argument("--jobs", type=int, default=None, help="parallel build jobs")
     p.add_argument("--verbose", action="store_true", help="show CMake's output")
     p.set_defaults(fn=_cmd_runner_build)

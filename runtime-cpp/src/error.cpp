@@ -5,12 +5,13 @@
 #include <cstdio>
 
 #include "etkit/runtime/log.h"
+#include "etkit/runtime/threadpool.h"
 
 namespace etkit::runtime {
 namespace {
 constexpr size_t kMessageCapacity = 1024;
-thread_local char g_message[kMessageCapacity] = {0};
-thread_local ErrorContext g_context;
+ETKIT_THREAD_LOCAL char g_message[kMessageCapacity] = {0};
+ETKIT_THREAD_LOCAL ErrorContext g_context;
 
 void copy_field(char* dst, size_t capacity, const char* src) {
   if (src == nullptr) return;

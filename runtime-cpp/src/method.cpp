@@ -16,6 +16,8 @@
 
 #include "etkit/runtime/backend_interface.h"
 #include "etkit/runtime/kernel.h"
+#include "etkit/runtime/threadpool.h"
+#include "file_bytes.h"
 #include "program_data.h"
 
 namespace etkit::runtime {
@@ -25,7 +27,7 @@ constexpr size_t kTempArenaBytes = 1 << 20;  // scratch for kernels/delegates, r
 
 // Set when the last load_plan on this thread failed because a delegate's backend is not registered or
 // not available: the only failures a "#fallback" plan stands in for.
-thread_local bool t_backend_missing = false;
+ETKIT_THREAD_LOCAL bool t_backend_missing = false;
 
 /// Heap-backed allocator for load-time state (delegate handles, metadata); frees everything on destruction.
 class LoadTimeAllocator final : public MemoryAllocator {
@@ -34,8 +36,8 @@ class LoadTimeAllocator final : public MemoryAllocator {
   void* allocate(size_t size, size_t alignment = kDefaultAlignment) override {
     if (alignment < sizeof(void*)) alignment = sizeof(void*);
     if ((alignment & (alignment - 1)) != 0) return nullptr;
-    void* p = nullptr;
-    if (::posix_memalign(&p, alignment, size == 0 ? 1 : size) != 0) return nullptr;
+    void* p = internal::aligned_heap_allocate(alignment, size);
+    if (p == nullptr) return nullptr;
     blocks_.push_back(p);
     return p;
   }
@@ -172,9 +174,10 @@ class MethodState {
 };
 
 namespace {
-/// The machine's RAM in bytes (sysconf), or 2^40 where the platform cannot say.
+/// The machine's RAM in bytes (sysconf), or 2^40 where the platform cannot say (no OS: ETKIT_BARE_METAL,
+/// whose C library may declare sysconf without having it).
 uint64_t physical_memory_bytes() {
-#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE) && !defined(ETKIT_BARE_METAL)
   long pages = ::sysconf(_SC_PHYS_PAGES);
   long page = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
@@ -182,7 +185,16 @@ uint64_t physical_memory_bytes() {
   return uint64_t(1) << 40;
 }
 
+// Without threads (bare metal) a plain variable: a 64-bit atomic needs libatomic, which a Cortex-M lacks.
+#if defined(ETKIT_SINGLE_THREADED) && ETKIT_SINGLE_THREADED
+struct {
+  uint64_t value = 0;
+  void store(uint64_t v, std::memory_order) { value = v; }
+  uint64_t load(std::memory_order) const { return value; }
+} g_memory_limit;
+#else
 std::atomic<uint64_t> g_memory_limit{0};
+#endif
 
 /// A constant whose bytes live in a data file (.ptd), named by its fully qualified name.
 bool is_external(const fb::Tensor* t) {

@@ -19,11 +19,18 @@ namespace {
 void free_aligned(void*, void* data, size_t) { std::free(data); }
 }  // namespace
 
+void* aligned_heap_allocate(size_t alignment, size_t size) {
+  if (alignment < sizeof(void*)) alignment = sizeof(void*);
+  const size_t rounded = (size == 0 ? 1 : size) + alignment - 1;
+  if (rounded < size) return nullptr;  // overflow
+  return ::aligned_alloc(alignment, rounded / alignment * alignment);  // C11 (<stdlib.h>): newlib's <cstdlib> lacks std::
+}
+
 Error align_buffer(FreeableBuffer* buf, const char* what) {
   if (reinterpret_cast<uintptr_t>(buf->data()) % kFlatbufferAlignment == 0) return Error::Ok;
   const size_t n = buf->size();
-  void* copy = nullptr;
-  if (::posix_memalign(&copy, kFlatbufferAlignment, n > 0 ? n : 1) != 0 || copy == nullptr) {
+  void* copy = aligned_heap_allocate(kFlatbufferAlignment, n);
+  if (copy == nullptr) {
     return set_error(Error::MemoryAllocationFailed, "cannot allocate %zu bytes for %s", n, what);
   }
   if (n > 0) std::memcpy(copy, buf->data(), n);

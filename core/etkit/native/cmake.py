@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 from importlib import metadata
 from pathlib import Path
 
@@ -85,3 +86,16 @@ def find_cmake() -> tuple[str, str | None]:
         except ImportError:
             ninja = None
     return cmake, ninja
+
+
+def run_build_step(cmd: list[str], what: str, quiet: bool) -> None:
+    """Runs one CMake configure or build command; ``quiet`` keeps its output unless it fails.
+
+    Raises:
+        NativeBuildError: the command failed (``what`` and the end of its output are in the message).
+    """
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None,
+                          text=True)
+    if proc.returncode != 0:
+        output = (proc.stdout or "")[-6000:]
+        raise NativeBuildError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{output}")

@@ -30,6 +30,22 @@ def portable_kernels() -> dict[str, str]:
     return dict(_LINE.findall(path.read_text()))
 
 
+def kernels_to_link(pte: bytes, model: str) -> dict[str, str]:
+    """``{kernel name: C++ function}`` for every kernel ``pte`` calls, in name order (a selective build).
+
+    Raises:
+        NativeBuildError: the portable library lacks a kernel the program calls (``model`` names the program).
+        etkit.serialize.PteFormatError: ``pte`` is not a valid program.
+    """
+    table = portable_kernels()
+    kernels = program_kernels(pte)
+    absent = [k for k in kernels if k not in table]
+    if absent:
+        raise NativeBuildError(f"{model} calls kernels the portable library does not have: {', '.join(absent)}; "
+                               f"re-lower so a backend takes these ops")
+    return {k: table[k] for k in kernels}
+
+
 def program_kernels(pte: bytes) -> list[str]:
     """Sorted kernel names the ``KernelCall``s of every method of ``pte`` use.
 

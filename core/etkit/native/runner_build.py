@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .cmake import NativeBuildError, cmake_prefixes, core_prefix, find_cmake
-from .kernels import portable_kernels, program_kernels
+from .cmake import NativeBuildError, cmake_prefixes, core_prefix, find_cmake, run_build_step
+from .kernels import kernels_to_link
 
 
 @dataclass
@@ -92,12 +91,7 @@ def build_runner(out_dir: os.PathLike | str, backends: Sequence[str] = (), model
         if missing:
             raise NativeBuildError(f"{model} delegates to {', '.join(missing)}, which is not in --backends; add the "
                                    f"plugin that provides it")
-        kernels = program_kernels(data)
-        available = portable_kernels()
-        absent = [k for k in kernels if k not in available]
-        if absent:
-            raise NativeBuildError(f"{model} calls kernels the portable library does not have: {', '.join(absent)}; "
-                                   f"re-lower so a backend takes these ops")
+        kernels = list(kernels_to_link(data, str(model)))
 
     cmake, ninja = find_cmake()
     prefixes = [str(p) for p in cmake_prefixes().values()]
@@ -116,17 +110,11 @@ def build_runner(out_dir: os.PathLike | str, backends: Sequence[str] = (), model
                  f"-DETKIT_RUNNER_STRIP={'ON' if strip else 'OFF'}"]
     if ninja and not (build_dir / "CMakeCache.txt").exists():
         configure += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
-    _run(configure, "configuring the runner", quiet)
-    _run([cmake, "--build", str(build_dir), "-j", str(jobs or os.cpu_count() or 1)], "building the runner", quiet)
+    run_build_step(configure, "configuring the runner", quiet)
+    run_build_step([cmake, "--build", str(build_dir), "-j", str(jobs or os.cpu_count() or 1)], "building the runner",
+                   quiet)
     binary = out / "etkit_runner"
     shutil.copy2(build_dir / "etkit_runner", binary)
     return RunnerBuild(binary=binary, size_bytes=binary.stat().st_size, backends=[s.backend_id for s in specs],
                        kernels=kernels)
 
-
-def _run(cmd: list[str], what: str, quiet: bool) -> None:
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None,
-                          text=True)
-    if proc.returncode != 0:
-        output = (proc.stdout or "")[-6000:]
-        raise NativeBuildError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{output}")

@@ -39,6 +39,8 @@ pytestmark = pytest.mark.device_sim
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+from example_models import DigitsCNN, calibrated_mobilenet_v2, digits_data, train_digits_cnn  # noqa: E402
 
 #: top-level ops a fully delegated program may keep outside its delegates: the float<->int8 conversions at
 #: the edges, the delegate call and the getitem that unpacks its outputs.
@@ -98,50 +100,6 @@ def _lower(ep, target: str):
 
 # ----------------------------------------------------------------------------------------------- digits CNN
 
-class DigitsCNN(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),      # 8x8 -> 4x4
-            nn.Conv2d(32, 32, 3, padding=1), nn.ReLU())
-        self.classifier = nn.Linear(32 * 4 * 4, 10)
-
-    def forward(self, x):
-        return self.classifier(torch.flatten(self.features(x), 1))
-
-
-def _digits_data():
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    images, labels = load_digits(return_X_y=True)                       # 1797 images, pixels 0..16
-    images = (images / 8.0 - 1.0).astype(np.float32).reshape(-1, 1, 8, 8)  # to [-1, 1]
-    x_train, x_test, y_train, y_test = train_test_split(images, labels, test_size=0.2, random_state=0,
-                                                        stratify=labels)
-    return (torch.from_numpy(x_train), torch.from_numpy(x_test), torch.from_numpy(y_train),
-            torch.from_numpy(y_test))
-
-
-def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int = 10, batch: int = 64) -> nn.Module:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # this tiny net trains ~5x faster on one thread than on two busy cores
-    try:
-        order = torch.Generator().manual_seed(0)
-        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-        model.train()
-        for _ in range(epochs):
-            perm = torch.randperm(len(x), generator=order)
-            for i in range(0, len(x), batch):
-                idx = perm[i:i + batch]
-                optimizer.zero_grad()
-                nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
-                optimizer.step()
-    finally:
-        torch.set_num_threads(threads)
-    return model.eval()
-
-
 def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return float((logits.argmax(1) == labels).float().mean())
 
@@ -150,9 +108,9 @@ def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 def digits():
     """The trained float CNN, its PT2E reference (calibrated on every training image) exported with the test
     split's batch size (360), and the data."""
-    x_train, x_test, y_train, y_test = _digits_data()
+    x_train, x_test, y_train, y_test = digits_data()
     torch.manual_seed(0)
-    model = _train(DigitsCNN(), x_train, y_train)
+    model = train_digits_cnn(DigitsCNN(), x_train, y_train)
     batch = len(x_test)
     # the export is static: calibrate in batches of the test size (the training set wrapped around to fill them)
     padded = torch.cat([x_train, x_train[:(-len(x_train)) % batch]])
@@ -210,11 +168,6 @@ def _mobilenet_v2() -> nn.Module:
     """torchvision ``mobilenet_v2(weights=None)`` (``torch.manual_seed(0)``) with batch-norm statistics estimated
     from random images (examples/example_models.py): with a fresh model's (0, 1) statistics every activation
     decays to ~1e-9 and the quantized output is the zero point everywhere, which any comparison would pass."""
-    sys.path.insert(0, str(EXAMPLES))
-    try:
-        from example_models import calibrated_mobilenet_v2
-    finally:
-        sys.path.remove(str(EXAMPLES))
     return calibrated_mobilenet_v2()
 
 

@@ -431,6 +431,10 @@ namespace {
 
 using UnaryFn = double (*)(double);
 
+// pi and 1/sqrt(2): M_PI and M_SQRT1_2 are POSIX, absent from a strict C++17 <cmath> (newlib's, bare metal).
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+
 /// out = fn(self); integral outputs go through int64 when `int_fn` is given.
 void unary(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, UnaryFn fn,
            int64_t (*int_fn)(int64_t) = nullptr, size_t out_index = 1) {
@@ -505,9 +509,9 @@ double d_isinf(double x) { return std::isinf(x); }
 double d_hardswish(double x) { return x * std::fmin(std::fmax(x + 3.0, 0.0), 6.0) / 6.0; }
 double d_hardsigmoid(double x) { return std::fmin(std::fmax(x + 3.0, 0.0), 6.0) / 6.0; }
 double d_silu(double x) { return x / (1.0 + std::exp(-x)); }
-double d_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2)); }
+double d_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x * kSqrt1_2)); }
 double d_gelu_tanh(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
+  const double k = std::sqrt(2.0 / kPi);
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
 

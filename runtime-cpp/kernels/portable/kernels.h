@@ -16,6 +16,7 @@
 #include "etkit/runtime/float16.h"
 #include "etkit/runtime/kernel.h"
 #include "etkit/runtime/tensor.h"
+#include "etkit/runtime/threadpool.h"
 
 namespace etkit::portable {
 

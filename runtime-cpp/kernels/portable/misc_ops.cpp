@@ -14,7 +14,7 @@ namespace etkit::portable {
 namespace {
 
 std::mt19937_64& generator() {
-  thread_local std::mt19937_64 rng(0x5eed);
+  static ETKIT_THREAD_LOCAL std::mt19937_64 rng(0x5eed);
   return rng;
 }
 

@@ -201,7 +201,7 @@ bool bilinear_uint8(KernelRuntimeContext& ctx, const Tensor& in, Tensor& out, bo
   };
   uint8_t* tmp = static_cast<uint8_t*>(ctx.allocate_temp(size_t(N * C * H * OW)));
   if (tmp == nullptr) return false;
-  static thread_local Tap2 htaps[4096], wtaps[4096];
+  static ETKIT_THREAD_LOCAL Tap2 htaps[4096], wtaps[4096];
   int hprec = 0, wprec = 0;
   const uint8_t* x = in.const_data_ptr<uint8_t>();
   uint8_t* y = out.mutable_data_ptr<uint8_t>();

@@ -11,6 +11,14 @@
 
 #include "etkit/runtime/error.h"
 
+// ETKIT_SINGLE_THREADED=1 (CMake: ETKIT_THREADS=OFF, e.g. a bare-metal build): no worker threads and no
+// thread-local storage; set_kernel_threads accepts only 1 and parallel_for runs on the caller.
+#if defined(ETKIT_SINGLE_THREADED) && ETKIT_SINGLE_THREADED
+#define ETKIT_THREAD_LOCAL
+#else
+#define ETKIT_THREAD_LOCAL thread_local
+#endif
+
 namespace etkit::runtime {
 
 /// A piece of a loop: fn(context, begin, end) handles items [begin, end).
