@@ -6,6 +6,7 @@
  * semihosting (stdin/stdout/stderr on the host), runs the global constructors and calls main().
  * A fault prints its number through semihosting and stops with exit status 4. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,3 +82,30 @@ void* __wrap_calloc(size_t a, size_t b) { ++heap_allocations; return __real_call
 void* __wrap_realloc(void* p, size_t n) { ++heap_allocations; return __real_realloc(p, n); }
 void* __wrap_aligned_alloc(size_t a, size_t n) { ++heap_allocations; return __real_aligned_alloc(a, n); }
 void* __wrap_memalign(size_t a, size_t n) { ++heap_allocations; return __real_memalign(a, n); }
+
+/* newlib as Debian builds it knows no C99 length modifiers: "%zu" prints "zu". The runtime's messages
+ * (error.cpp, platform.cpp) format sizes with %zu through vsnprintf, so the image wraps it and drops the 'z'
+ * before the conversion: size_t is unsigned int on this ABI, which %u reads alike. */
+int __real_vsnprintf(char* out, size_t n, const char* format, va_list args);
+int __wrap_vsnprintf(char* out, size_t n, const char* format, va_list args) {
+  char plain[512];
+  size_t j = 0;
+  int in_conversion = 0; /* between a '%' and its conversion letter */
+  for (const char* p = format; *p != '\0'; ++p) {
+    if (j + 2 >= sizeof(plain)) return __real_vsnprintf(out, n, format, args); /* too long: as it is */
+    if (!in_conversion) {
+      if (*p == '%' && p[1] == '%') {
+        plain[j++] = *p++; /* "%%": a literal percent sign */
+      } else if (*p == '%') {
+        in_conversion = 1;
+      }
+    } else if (*p == 'z') {
+      continue;
+    } else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')) {
+      in_conversion = *p == 'l' || *p == 'h' || *p == 'j' || *p == 't' || *p == 'L';
+    }
+    plain[j++] = *p;
+  }
+  plain[j] = '\0';
+  return __real_vsnprintf(out, n, plain, args);
+}

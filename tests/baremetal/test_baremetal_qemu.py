@@ -12,6 +12,7 @@ and runs in under a second.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,6 +96,16 @@ def test_inputs_of_the_wrong_shape_or_count_are_refused(cnn, tmp_path):
         build_baremetal_image(tmp_path, cnn["dir"] / "cnn.pte", inputs=[cnn["x"].numpy()] * 2)
     with pytest.raises(NativeBuildError, match="unknown bare-metal target 'cortex-m4'"):
         build_baremetal_image(tmp_path, cnn["dir"] / "cnn.pte", target="cortex-m4")
+
+
+def test_a_method_pool_too_small_is_an_error_on_the_target(cnn, tmp_path):
+    image = build_baremetal_image(tmp_path, cnn["dir"] / "cnn.pte", inputs=[cnn["x"].numpy()], method_pool_bytes=256)
+    with pytest.raises(BareMetalRunError) as error:
+        run_on_qemu(image.elf)
+    message = str(error.value).splitlines()[0]
+    # the runtime's own message, sizes included (newlib's vsnprintf is taught %zu by the image's startup.c)
+    assert message.startswith("the bare-metal runner failed: load_method: "), message
+    assert re.search(r"\d+ bytes", message) and "zu" not in message, message
 
 
 def test_a_delegated_program_is_refused(tmp_path):

@@ -312,7 +312,8 @@ def parse_runner_output(stdout: str, stderr: str = "") -> BareMetalRun:
         elif parts[0] == "etkit-status":
             status = line[len("etkit-status "):]
     if status != "ok":
-        raise BareMetalRunError(f"the bare-metal runner failed: {status or 'no status line'}\n"
+        reason = status[len("error "):] if status and status.startswith("error ") else status or "no status line"
+        raise BareMetalRunError(f"the bare-metal runner failed: {reason}\n"
                                 f"stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}")
     return run
 
