@@ -473,17 +473,6 @@ NB_MODULE(_runtime, m) {
       .def_static("load_file", &load_file, nb::arg("path"), nb::arg("verification") = 1)
       .def_static("load_bytes", &load_bytes, nb::arg("data"), nb::arg("verification") = 1)
       .def("attach_data_file", &attach_data_file, nb::arg("path"))
-      .def("data_keys",
-           [](ProgramHolder& h) {
-             std::vector<std::string> keys;
-             if (!h.data_map) return keys;
-             auto n = h.data_map->get_num_keys();
-             for (size_t i = 0; n.ok() && i < n.get(); ++i) {
-               auto k = h.data_map->get_key(i);
-               if (k.ok()) keys.emplace_back(k.get());
-             }
-             return keys;
-           })
       .def("method_names",
            [](ProgramHolder& h) {
              std::vector<std::string> names;

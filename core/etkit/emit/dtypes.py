@@ -37,3 +37,9 @@ def dim_order(t: torch.Tensor) -> list:
     Symbolic strides (dynamic shapes) are ordered by their example values."""
     strides = [s if isinstance(s, int) else _example_value(s) for s in t.stride()]
     return sorted(range(t.dim()), key=lambda d: (-strides[d], d))
+
+
+def tensor_bytes(tensor: torch.Tensor) -> bytes:
+    """The bytes of ``tensor``'s elements in contiguous (row-major) order, as a ``.pte`` or ``.ptd`` stores them."""
+    t = tensor.detach().contiguous()
+    return t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""

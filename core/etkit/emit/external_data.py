@@ -18,7 +18,7 @@ from typing import Callable, Optional, Union
 import torch
 
 from ..serialize.ptd import PtdEntry, TensorLayout, serialize_ptd
-from .dtypes import dim_order, scalar_type
+from .dtypes import dim_order, scalar_type, tensor_bytes
 
 #: ExecuTorch's tag (and file stem) for ``external_constants=True``
 DEFAULT_TAG = "_default_external_constant"
@@ -65,8 +65,8 @@ class ExternalData:
     def add_constant(self, tag: str, fqn: str, tensor: torch.Tensor, method: str) -> str:
         """Store ``tensor`` (contiguous) under ``fqn`` in file ``tag``; returns the key written in the program."""
         t = tensor.detach().contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        entry = PtdEntry(raw, ENTRY_ALIGNMENT, TensorLayout(scalar_type(t.dtype), tuple(t.shape), tuple(dim_order(t))))
+        entry = PtdEntry(tensor_bytes(t), ENTRY_ALIGNMENT,
+                         TensorLayout(scalar_type(t.dtype), tuple(t.shape), tuple(dim_order(t))))
         entries = self.files.setdefault(tag, {})
         key = fqn
         if key in entries and entries[key] != entry:

@@ -55,7 +55,7 @@ from ..dialects.edge import SYM_OPS, SYM_SIZE_OPS
 from ..passes.inplace_updates import inplace_update_call, is_inplace_update
 from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation, TensorSpec
 from ..passes.out_variants import bind_arguments, kernel_name, out_variant
-from .dtypes import LAYOUT, MEMORY_FORMAT, dim_order, scalar_type
+from .dtypes import LAYOUT, MEMORY_FORMAT, dim_order, scalar_type, tensor_bytes
 from .external_data import ExternalData
 
 
@@ -79,8 +79,7 @@ class ProgramData:
 
     def add_constant(self, tensor: torch.Tensor) -> int:
         """Index of ``tensor``'s bytes (contiguous) in the constant segment; equal bytes are stored once."""
-        t = tensor.detach().contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        raw = tensor_bytes(tensor)
         if raw not in self._constant_ids:
             self.constant_data.append(raw)
             self._constant_ids[raw] = len(self.constant_data) - 1
@@ -88,8 +87,7 @@ class ProgramData:
 
     def add_mutable(self, tensor: torch.Tensor) -> int:
         """Index of ``tensor``'s bytes in the mutable data segment (each mutable buffer gets its own)."""
-        t = tensor.detach().contiguous()
-        self.mutable_data.append(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        self.mutable_data.append(tensor_bytes(tensor))
         return len(self.mutable_data) - 1
 
     def add_named_data(self, entries: dict, owner: str) -> None:
