@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 import torch
 from torch.export import ExportedProgram
@@ -125,6 +125,30 @@ def propose_partitions(ep: ExportedProgram, supported: set) -> list[list[torch.f
     order = {n: i for i, n in enumerate(ep.graph.nodes)}
     groups.sort(key=lambda g: min(order[n] for n in g))
     return groups
+
+
+def settle(supported: set, verdict: Callable[[torch.fx.Node], tuple[bool, Optional[str]]],
+           reasons: dict) -> None:
+    """Drop nodes from ``supported`` until every node left passes ``verdict`` (a fixpoint: dropping one node
+    can fail another that feeds it or reads it, e.g. a quantize whose producer left the partition).
+
+    Args:
+        supported: the candidate nodes; changed in place.
+        verdict: ``verdict(node) -> (keep, why)`` for a node still in ``supported``; it reads ``supported``, so
+            each answer sees the nodes dropped before it. ``why`` (shown to the user) may be None for a node
+            whose reason was already given or needs none (e.g. a quantize node at a partition's edge).
+        reasons: ``{node: why}``; each dropped node with a ``why`` is written here.
+    """
+    changed = True
+    while changed:
+        changed = False
+        for node in list(supported):
+            keep, why = verdict(node)
+            if not keep:
+                supported.discard(node)
+                if why is not None:
+                    reasons[node] = why
+                changed = True
 
 
 def tag_partitions(ep: ExportedProgram, groups: Iterable[list], delegation_spec: DelegationSpec, *,

@@ -19,7 +19,7 @@ from torch.export import ExportedProgram
 
 from etkit.backend import DelegationSpec, Partitioner, PartitionReport, PartitionResult
 from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call, is_user_input,
-                                 propose_partitions, tag_partitions)
+                                 propose_partitions, settle, tag_partitions)
 
 from .compile_spec import EthosUCompileSpec
 from .lowering import ops
@@ -123,38 +123,31 @@ class EthosUPartitioner(Partitioner):
                     return False
             return True
 
-        changed = True
-        while changed:
-            changed = False
-            for node in list(supported):
-                why = None
-                if ops.is_quantize(node):
-                    ok = node.args[0] in supported
-                elif ops.is_dequantize(node):
-                    src = node.args[0]
-                    ok = (ops.is_quantize(src) or (src.op == "placeholder" and (is_user_input(ep, src) or is_constant(ep, src)))) and \
-                        all(u in supported for u in node.users)
-                elif ops.is_weight_dequantize(node):
-                    ok = all(u in supported for u in node.users)
-                else:
-                    inputs = _tensor_inputs(node)
-                    missing = [a for a in inputs if not inside_or_constant(a)]
-                    ok = not missing
-                    if missing and not any(ops.is_dequantize(a) for a in inputs):
-                        why = (f"not quantized: its input {missing[0].name} is a float tensor; quantize the model "
+        def verdict(node) -> tuple[bool, Optional[str]]:
+            if ops.is_quantize(node):
+                return node.args[0] in supported, None
+            if ops.is_dequantize(node):
+                src = node.args[0]
+                from_quantized = ops.is_quantize(src) or (
+                    src.op == "placeholder" and (is_user_input(ep, src) or is_constant(ep, src)))
+                return from_quantized and all(u in supported for u in node.users), None
+            if ops.is_weight_dequantize(node):
+                return all(u in supported for u in node.users), None
+            inputs = _tensor_inputs(node)
+            missing = [a for a in inputs if not inside_or_constant(a)]
+            if missing and not any(ops.is_dequantize(a) for a in inputs):
+                return False, (f"not quantized: its input {missing[0].name} is a float tensor; quantize the model "
                                f"with EthosUQuantizer (the NPU runs int8 only)")
-                    elif missing:
-                        why = f"its input {missing[0].name} stays outside the NPU partition"
-                    elif ops.is_compute(node) and not compute_users_ok(node):
-                        ok, why = False, ("its result is not quantized (no quantize node after it); quantize the "
-                                          "model with EthosUQuantizer")
-                    elif not ops.is_compute(node) and not all(u in supported for u in node.users):
-                        ok, why = False, "its result is used outside the NPU partition as a float tensor"
-                if not ok:
-                    supported.discard(node)
-                    if why is not None:
-                        reasons[node] = why
-                    changed = True
+            if missing:
+                return False, f"its input {missing[0].name} stays outside the NPU partition"
+            if ops.is_compute(node) and not compute_users_ok(node):
+                return False, ("its result is not quantized (no quantize node after it); quantize the model with "
+                               "EthosUQuantizer")
+            if not ops.is_compute(node) and not all(u in supported for u in node.users):
+                return False, "its result is used outside the NPU partition as a float tensor"
+            return True, None
+
+        settle(supported, verdict, reasons)
 
     # ---- Partitioner API ---------------------------------------------------------------------------------
 

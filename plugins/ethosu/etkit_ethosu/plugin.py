@@ -4,11 +4,8 @@ Light on purpose: no torch, Vela or TOSA import here.
 """
 from __future__ import annotations
 
-import pluggy
-
+from etkit.plugins import hookimpl
 from etkit.plugins.spec import Availability, BackendSpec, distribution_version
-
-hookimpl = pluggy.HookimplMarker("etkit")
 
 #: Backend id stored in the .pte (ExecuTorch's id for the Arm Ethos-U backend).
 BACKEND_ID = "EthosUBackend"

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 
-import pluggy
-
+from etkit.plugins import hookimpl
 from etkit.plugins.spec import Availability, BackendSpec, distribution_version
-
-hookimpl = pluggy.HookimplMarker("etkit")
 
 #: Backend id stored in the .pte (ExecuTorch's id for its Vulkan backend).
 BACKEND_ID = "VulkanBackend"

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 
-import pluggy
-
+from etkit.plugins import hookimpl
 from etkit.plugins.spec import Availability, BackendSpec, distribution_version
-
-hookimpl = pluggy.HookimplMarker("etkit")
 
 #: Backend id stored in the .pte (ExecuTorch's id for this backend).
 BACKEND_ID = "XnnpackBackend"

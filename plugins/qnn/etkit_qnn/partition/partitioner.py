@@ -24,7 +24,7 @@ from torch.export import ExportedProgram
 
 from etkit.backend import CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult
 from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call,
-                                 node_target_name, propose_partitions, tag_partitions)
+                                 node_target_name, propose_partitions, settle, tag_partitions)
 from etkit.dialects import quantized
 from etkit.dialects.quantized import is_quantize
 
@@ -123,37 +123,28 @@ class QnnPartitioner(Partitioner):
                 return activation in supported
             return all(u in supported and (is_quantize(u) or u.target is operator.getitem) for u in node.users)
 
-        changed = True
-        while changed:
-            changed = False
-            for node in list(supported):
-                why = None
-                if is_quantize(node):       # its integer result must not leave the partition
-                    ok = all(u in supported for u in node.users)
-                elif is_dequantize(node):   # of a quantize inside, or of a constant weight used inside
-                    src = node.args[0]
-                    ok = (is_quantize(src) and src in supported) or \
-                        (constant(src) and all(u in supported for u in node.users))
-                elif node.target is operator.getitem:
-                    ok = node.args[0] in supported and quantized_users(node)
-                else:
-                    inputs = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
-                    outside = [a for a in inputs if not inside_or_constant(a)]
-                    if outside:
-                        ok, a = False, outside[0]
-                        why = (f"its input {a.name} stays outside the QNN partition" if is_dequantize(a) else
+        def verdict(node) -> tuple[bool, Optional[str]]:
+            if is_quantize(node):       # its integer result must not leave the partition
+                return all(u in supported for u in node.users), None
+            if is_dequantize(node):     # of a quantize inside, or of a constant weight used inside
+                src = node.args[0]
+                return (is_quantize(src) and src in supported) or \
+                    (constant(src) and all(u in supported for u in node.users)), None
+            if node.target is operator.getitem:
+                return node.args[0] in supported and quantized_users(node), None
+            inputs = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+            outside = [a for a in inputs if not inside_or_constant(a)]
+            if outside:
+                a = outside[0]
+                return False, (f"its input {a.name} stays outside the QNN partition" if is_dequantize(a) else
                                f"not quantized: its input {a.name} is not a dequantized value; quantize the model "
                                f"with QnnQuantizer (or compile with use_fp16=True)")
-                    elif not quantized_users(node):
-                        ok, why = False, ("its result is not quantized (no quantize node after it); quantize the "
-                                          "model with QnnQuantizer (or compile with use_fp16=True)")
-                    else:
-                        ok = True
-                if not ok:
-                    supported.discard(node)
-                    if why is not None:
-                        reasons[node] = why
-                    changed = True
+            if not quantized_users(node):
+                return False, ("its result is not quantized (no quantize node after it); quantize the model with "
+                               "QnnQuantizer (or compile with use_fp16=True)")
+            return True, None
+
+        settle(supported, verdict, reasons)
 
     # ---- Partitioner API ---------------------------------------------------------------------------------
 
