@@ -254,6 +254,11 @@ def test_spec_names_loadable_classes(backend):
         instance = cls()
         assert instance.delegation_spec is None or instance.delegation_spec.backend_id == spec.backend_id, \
             f"partitioner {name} delegates to {instance.delegation_spec.backend_id!r}, not {spec.backend_id!r}"
+    for name, ref in spec.quantizers.items():
+        # a PT2E quantizer (torchao's Quantizer: prepare_pt2e calls annotate, then validate)
+        cls = load_object(ref)
+        assert isinstance(cls, type) and callable(getattr(cls, "annotate", None)) and \
+            callable(getattr(cls, "validate", None)), f"quantizer {name} ({ref}) is not a PT2E Quantizer"
     assert spec.plugin_api.split(".")[0] == PLUGIN_API_VERSION.split(".")[0]
 
 

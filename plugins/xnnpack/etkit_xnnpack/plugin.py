@@ -32,7 +32,7 @@ def etkit_register_backends(register) -> None:
         backend_id=BACKEND_ID,
         backend_details="etkit_xnnpack.preprocess:XnnpackBackend",
         partitioners={"XnnpackPartitioner": "etkit_xnnpack.partition.partitioner:XnnpackPartitioner"},
-        quantizers={},
+        quantizers={"XNNPACKQuantizer": "etkit_xnnpack.quantizer:XNNPACKQuantizer"},
         runtime_module=RUNTIME_MODULE,
         cmake_package="etkit_xnnpack",
         register_function="etkit_xnnpack_register_backends",
