@@ -155,14 +155,16 @@ NATIVE_RUNNER := $(if $(wildcard runtime-cpp/runner/CMakeLists.txt),ON,OFF)
 NATIVE_TESTS := $(if $(wildcard runtime-cpp/tests/CMakeLists.txt),ON,OFF)
 
 # The runner statically links the installed plugins' delegate libraries (found through their CMake
-# packages inside site-packages) and calls their generated registration list.
+# packages inside site-packages) and calls their generated registration list. The packages, targets and
+# register functions come from each plugin's BackendSpec (etkit.native.runner_build.backend_cmake_args).
 SITE_PACKAGES = $(shell $(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-RUNNER_PLUGIN_ARGS = "-DETKIT_RUNNER_PACKAGES=etkit_xnnpack;etkit_vulkan" \
-  "-DETKIT_RUNNER_BACKENDS=etkit_xnnpack::delegate=etkit_xnnpack_register_backends;etkit_vulkan::delegate=etkit_vulkan_register_backends"
+RUNNER_PLUGIN_ARGS = $(shell $(PY) -m etkit.native.runner_build --cmake-args xnnpack,vulkan 2>/dev/null)
 
 # etkit_llm_runner links the C++ tokenizers when $(TOKENIZERS_PREFIX_FILE) names them (-DETKIT_TOKENIZERS_PREFIX).
 native: $(XNNPACK_PREFIX_FILE) $(TOKENIZERS_PREFIX_FILE) $(VENV)/.stamp-venv $(VENV)/.stamp-install-xnnpack \
   $(VENV)/.stamp-install-vulkan
+	@test -n "$(RUNNER_PLUGIN_ARGS)" || { echo "make: no CMake arguments for the runner's plugins; run" \
+	  "$(PY) -m etkit.native.runner_build --cmake-args xnnpack,vulkan to see why" >&2; exit 1; }
 	@tok="$$(cat $(TOKENIZERS_PREFIX_FILE))"; \
 	 if [[ ! -f $(NATIVE_DIR)/build.ninja || $(NATIVE_DIR)/.configured-with -ot Makefile \
 	      || "$$(cat $(NATIVE_DIR)/.configured-with 2>/dev/null)" != "$(NATIVE_RUNNER) $(NATIVE_TESTS) $$tok $(NATIVE_CMAKE_ARGS)" ]]; then \
@@ -247,8 +249,7 @@ test-sanitize: venv system xnnpack install
 	  $(VENV)/bin/cmake -S runtime-cpp -B $(TSAN_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
 	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(PY)) \
 	    -DCMAKE_C_FLAGS="$(TSAN_FLAGS)" -DCMAKE_CXX_FLAGS="$(TSAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(TSAN_FLAGS)" \
-	    -DETKIT_BUILD_TESTS=ON -DETKIT_TEST_PACKAGES=etkit_xnnpack \
-	    -DETKIT_TEST_BACKENDS=etkit_xnnpack::delegate=etkit_xnnpack_register_backends \
+	    -DETKIT_BUILD_TESTS=ON $(shell $(PY) -m etkit.native.runner_build --cmake-args xnnpack --prefix ETKIT_TEST 2>/dev/null) \
 	    -DCMAKE_PREFIX_PATH="$$(cat $(XNNPACK_PREFIX_FILE));$(abspath $(TSAN_XNNPACK_DIR))/install/etkit_xnnpack" \
 	  && echo "$(TSAN_CONFIG)" > $(TSAN_DIR)/.configured-with; \
 	fi

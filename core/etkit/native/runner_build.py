@@ -63,6 +63,15 @@ def resolve_backends(names: Sequence[str]):
     return specs
 
 
+def backend_cmake_args(specs, prefix: str = "ETKIT_RUNNER") -> list[str]:
+    """The CMake cache arguments that link ``specs``' delegates: ``-D<prefix>_PACKAGES=<pkg>;...`` (the packages
+    to find) and ``-D<prefix>_BACKENDS=<target>=<register function>;...`` (what to link and call), read from
+    each ``BackendSpec`` (``cmake_package``, ``cmake_target``, ``register_function``)."""
+    packages = ";".join(dict.fromkeys(s.cmake_package for s in specs))
+    backends = ";".join(f"{s.cmake_target or s.cmake_package + '::delegate'}={s.register_function}" for s in specs)
+    return [f"-D{prefix}_PACKAGES={packages}", f"-D{prefix}_BACKENDS={backends}"]
+
+
 def build_runner(out_dir: os.PathLike | str, backends: Sequence[str] = (), model: Optional[os.PathLike | str] = None,
                  strip: bool = False, jobs: Optional[int] = None, quiet: bool = True) -> RunnerBuild:
     """Configure and build ``etkit_runner`` into ``out_dir`` (build tree in ``out_dir/build``).
@@ -102,9 +111,7 @@ def build_runner(out_dir: os.PathLike | str, backends: Sequence[str] = (), model
     build_dir.mkdir(parents=True, exist_ok=True)
     configure = [cmake, "-S", str(core / "share" / "etkit" / "runner"), "-B", str(build_dir),
                  "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}",
-                 f"-DETKIT_RUNNER_PACKAGES={';'.join(dict.fromkeys(s.cmake_package for s in specs))}",
-                 "-DETKIT_RUNNER_BACKENDS=" + ";".join(
-                     f"{s.cmake_target or s.cmake_package + '::delegate'}={s.register_function}" for s in specs),
+                 *backend_cmake_args(specs),
                  f"-DETKIT_RUNNER_SELECTIVE={'ON' if kernels is not None else 'OFF'}",
                  f"-DETKIT_RUNNER_KERNELS={';'.join(kernels or [])}",
                  f"-DETKIT_RUNNER_STRIP={'ON' if strip else 'OFF'}"]
@@ -118,3 +125,26 @@ def build_runner(out_dir: os.PathLike | str, backends: Sequence[str] = (), model
     return RunnerBuild(binary=binary, size_bytes=binary.stat().st_size, backends=[s.backend_id for s in specs],
                        kernels=kernels)
 
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m etkit.native.runner_build --cmake-args xnnpack,vulkan [--prefix ETKIT_TEST]``: prints
+    :func:`backend_cmake_args` for those plugins, each argument quoted for a shell (the Makefile's native
+    builds read it, so no build file repeats what a BackendSpec declares)."""
+    import argparse
+    import shlex
+    import sys
+    parser = argparse.ArgumentParser(prog="python -m etkit.native.runner_build")
+    parser.add_argument("--cmake-args", required=True, help="comma-separated plugins (names or backend ids)")
+    parser.add_argument("--prefix", default="ETKIT_RUNNER", help="the cache variables' prefix")
+    args = parser.parse_args(argv)
+    try:
+        specs = resolve_backends([n for n in args.cmake_args.split(",") if n])
+    except NativeBuildError as exc:
+        print(f"python -m etkit.native.runner_build: {exc}", file=sys.stderr)
+        return 1
+    print(" ".join(shlex.quote(a) for a in backend_cmake_args(specs, args.prefix)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
