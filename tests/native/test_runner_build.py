@@ -93,3 +93,18 @@ def test_cli_kernels_and_cmake_prefix_path(program, capsys):
     printed = capsys.readouterr().out.strip().split(";")
     assert printed == [str(p) for p in cmake_prefixes().values()]
     assert {"etkit", "etkit_xnnpack"} <= set(cmake_prefixes())
+
+
+def test_cmake_args_come_from_the_backend_specs():
+    """What the Makefile's native builds pass to CMake is what the plugins' BackendSpecs declare."""
+    import sys
+    from etkit.plugins import get_plugin_manager
+    (spec,) = get_plugin_manager().registry.find("xnnpack")
+    proc = subprocess.run([sys.executable, "-m", "etkit.native.runner_build", "--cmake-args", "xnnpack", "--prefix",
+                           "ETKIT_TEST"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [f"-DETKIT_TEST_PACKAGES={spec.cmake_package}",
+                                   f"-DETKIT_TEST_BACKENDS={spec.cmake_package}::delegate={spec.register_function}"]
+    proc = subprocess.run([sys.executable, "-m", "etkit.native.runner_build", "--cmake-args", "nosuchbackend"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "no installed backend named 'nosuchbackend'" in proc.stderr
