@@ -13,9 +13,15 @@ reports conflicts. A plugin never writes to core globals.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 import pluggy
+
+if TYPE_CHECKING:  # annotations only: importing the contract imports neither torch nor the compiler
+    import torch
+
+    from etkit.program import EdgeProgramManager
+    from etkit.plugins.spec import BackendSpec
 
 hookspec = pluggy.HookspecMarker("etkit")
 
@@ -27,7 +33,7 @@ PLUGIN_API_VERSION = "1.0"
 # --- backends ----------------------------------------------------------------------------------------
 
 @hookspec
-def etkit_register_backends(register: Callable[["etkit.plugins.BackendSpec"], None]) -> None:  # noqa: F821
+def etkit_register_backends(register: Callable[[BackendSpec], None]) -> None:
     """Register the backends this plugin provides.
 
     Called once, when the plugin manager is first built. Call ``register(BackendSpec(...))`` once per
@@ -53,7 +59,7 @@ def etkit_memory_planning_requirements(register: Callable[[str, int], None]) -> 
 # --- tools -------------------------------------------------------------------------------------------
 
 @hookspec(firstresult=True)
-def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict):
+def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict[str, bytes]) -> Optional[list[str]]:
     """Describe one delegate payload for ``etkit inspect`` (what a vendor's users need to see: the
     compiled graph's name, target, inputs and outputs, op counts, ...).
 
@@ -68,7 +74,8 @@ def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dic
 
 
 @hookspec(firstresult=True)
-def etkit_dump_payload(backend_id: str, processed: bytes, compile_specs: dict, directory: str, stem: str):
+def etkit_dump_payload(backend_id: str, processed: bytes, compile_specs: dict[str, bytes], directory: str,
+                       stem: str) -> Optional[list[str]]:
     """Write one delegate payload's contents as files a vendor's tools read, for ``etkit inspect --dump DIR``
     (a compiled graph, a kept intermediate representation, ...).
 
@@ -87,7 +94,7 @@ def etkit_dump_payload(backend_id: str, processed: bytes, compile_specs: dict, d
 # --- testing -----------------------------------------------------------------------------------------
 
 @hookspec(firstresult=True)
-def etkit_conformance_tolerance(backend_id: str, dtype: "torch.dtype"):  # noqa: F821
+def etkit_conformance_tolerance(backend_id: str, dtype: torch.dtype) -> Optional[tuple[float, float]]:
     """Declare how far a backend's outputs may be from torch eager in the conformance suite.
 
     The suite (``pytest --etkit-backend NAME``, :mod:`etkit.conformance`) compares every delegated
@@ -103,7 +110,8 @@ def etkit_conformance_tolerance(backend_id: str, dtype: "torch.dtype"):  # noqa:
 
 
 @hookspec(firstresult=True)
-def etkit_conformance_prepare(backend_id: str, module: "torch.nn.Module", example_inputs: tuple):  # noqa: F821
+def etkit_conformance_prepare(backend_id: str, module: torch.nn.Module,
+                              example_inputs: tuple[torch.Tensor, ...]) -> Optional[torch.nn.Module]:
     """Turn a conformance case into the kind of program the backend runs, before it is exported.
 
     A backend that runs only quantized programs (an int8 NPU) returns the case's module quantized with its
@@ -120,7 +128,8 @@ def etkit_conformance_prepare(backend_id: str, module: "torch.nn.Module", exampl
 
 
 @hookspec(firstresult=True)
-def etkit_conformance_reference_run(backend_id: str, program, inputs: tuple):
+def etkit_conformance_reference_run(backend_id: str, program: EdgeProgramManager,
+                                    inputs: tuple[torch.Tensor, ...]) -> Optional[list[torch.Tensor]]:
     """Run a lowered program on the host without the backend's hardware, for the conformance suite.
 
     A backend whose hardware is unavailable here but which has a bit-accurate host model (a vendor
