@@ -77,7 +77,9 @@ class BareMetalRun:
         planned_arena_bytes: bytes of each planned arena.
         method_allocator_bytes: bytes the Method took from the method allocator.
         temp_peak_bytes: the most bytes one instruction took from the temp allocator.
-        heap_allocations_after_load: heap allocations after ``Program::load`` (0: load_method and execute
+        heap_allocations_at_start_up: heap allocations up to and including ``Program::load`` (the runtime's
+            program state), counted by the image's wrapped ``malloc``.
+        heap_allocations_after_load: heap allocations in ``load_method``, ``set_input`` and ``execute`` (0: they
             ran in the static arenas alone).
         stdout: everything the runner printed.
     """
@@ -86,6 +88,7 @@ class BareMetalRun:
     planned_arena_bytes: list[int] = field(default_factory=list)
     method_allocator_bytes: int = 0
     temp_peak_bytes: int = 0
+    heap_allocations_at_start_up: int = -1
     heap_allocations_after_load: int = -1
     stdout: str = ""
 
@@ -308,7 +311,9 @@ def parse_runner_output(stdout: str, stderr: str = "") -> BareMetalRun:
             run.method_allocator_bytes = int(fields["method"])
             run.temp_peak_bytes = int(fields["temp"])
         elif parts[0] == "etkit-heap":
-            run.heap_allocations_after_load = int(parts[1].split("=", 1)[1])
+            fields = dict(p.split("=", 1) for p in parts[1:])
+            run.heap_allocations_at_start_up = int(fields["start_up"])
+            run.heap_allocations_after_load = int(fields["after_load_program"])
         elif parts[0] == "etkit-status":
             status = line[len("etkit-status "):]
     if status != "ok":
