@@ -1,12 +1,11 @@
 """torch dtypes ↔ the format's ``ScalarType`` numbers (schema/scalar_type.fbs)."""
 import torch
 
-SCALAR_TYPE: dict = {
-    torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
-    torch.float32: 6, torch.float64: 7, torch.bool: 11, torch.bfloat16: 15, torch.uint16: 27,
-    torch.uint32: 28, torch.uint64: 29,
-}
-DTYPE: dict = {v: k for k, v in SCALAR_TYPE.items()}
+from ..scalar_types import torch_dtypes
+
+#: torch dtype -> ScalarType, and back (the runtime's types, etkit/serialize/scalar_types.py).
+DTYPE: dict = torch_dtypes()
+SCALAR_TYPE: dict = {v: k for k, v in DTYPE.items()}
 
 #: ExecuTorch's encodings of ``torch.memory_format`` and ``torch.layout`` arguments (exir/tensor.py).
 # c10::MemoryFormat's values; the out tensor's dim_order already says the layout, kernels follow it.

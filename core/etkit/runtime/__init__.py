@@ -24,6 +24,8 @@ from typing import Any, Sequence
 
 from etkit import _runtime
 from etkit._runtime import EtkitRuntimeError
+# ScalarType (schema/scalar_type.fbs) -> numpy dtype name, for the types numpy has (not bfloat16)
+from etkit.scalar_types import NUMPY_DTYPE_NAMES as _NUMPY_DTYPES
 
 from ._log import log_level, set_log_level
 
@@ -68,14 +70,9 @@ _DTYPE_TO_SCALAR_TYPE = {}
 
 
 def _init_dtype_tables() -> None:
-    import torch
+    from etkit.scalar_types import torch_dtypes
 
-    pairs = {
-        0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
-        5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16,
-        27: torch.uint16, 28: torch.uint32, 29: torch.uint64,
-    }
-    for code, dtype in pairs.items():
+    for code, dtype in torch_dtypes().items():
         _SCALAR_TYPE_TO_DTYPE[code] = dtype
         _DTYPE_TO_SCALAR_TYPE[dtype] = code
 
@@ -135,9 +132,6 @@ def _torch_input(method: str, i: int, value, info: "TensorInfo") -> tuple:
     return (_scalar_type_of(t.dtype), list(shape), raw, list(order))
 
 
-#: ScalarType numbering (schema/scalar_type.fbs) <-> numpy dtype names; numpy has no bfloat16.
-_NUMPY_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
-                 7: "float64", 11: "bool", 27: "uint16", 28: "uint32", 29: "uint64"}
 
 
 def _numpy_dtype_of(scalar_type: int):

@@ -19,7 +19,7 @@ from etkit.fb.KernelTypes import KernelTypes
 from etkit.serialize.errors import PteFormatError
 from etkit.serialize.program_flatbuffer import as_bytes
 from etkit.serialize.pte import PteLayout, read_layout
-from etkit.serialize.scalar_types import scalar_type_name
+from etkit.scalar_types import scalar_type_name
 
 _KIND_NAMES = {v: k for k, v in vars(KernelTypes).items() if not k.startswith("_")}
 _DYNAMISM = {0: "", 1: " dynamic-bound", 2: " dynamic-unbound"}

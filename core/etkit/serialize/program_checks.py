@@ -13,7 +13,7 @@ from etkit.fb.KernelTypes import KernelTypes
 from etkit.fb.Program import ProgramT
 
 from etkit.serialize.errors import PteFormatError
-from etkit.serialize.scalar_types import is_known
+from etkit.scalar_types import is_known
 
 SUPPORTED_PROGRAM_VERSION = 0
 

@@ -193,7 +193,7 @@ def format_ptd(data: bytes) -> str:
     Raises:
         PtdFormatError: as :func:`deserialize_ptd`.
     """
-    from etkit.serialize.scalar_types import scalar_type_name
+    from etkit.scalar_types import scalar_type_name
 
     entries = deserialize_ptd(data)
     total = sum(len(e.data) for e in entries.values())

@@ -51,7 +51,7 @@ from etkit.serialize.program_flatbuffer import (
     pack_program,
     unpack_program,
 )
-from etkit.serialize.scalar_types import element_size
+from etkit.scalar_types import element_size
 
 
 @dataclass

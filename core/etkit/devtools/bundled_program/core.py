@@ -23,7 +23,7 @@ class BundledProgramError(ValueError):
 
 
 def _dtype_name(scalar_type: int) -> str:
-    from etkit.serialize.scalar_types import scalar_type_name
+    from etkit.scalar_types import scalar_type_name
 
     return scalar_type_name(scalar_type)
 

@@ -1,4 +1,5 @@
-"""Element sizes and short names of the ScalarType values stored in a program.
+"""The ScalarType values stored in a program: element sizes, names, and the torch and numpy dtypes of the
+ones the runtime handles (torch-free: the runtime imports it).
 
 Numbering is schema/scalar_type.fbs (c10's ScalarType); sizes are c10's element sizes.
 """
@@ -53,3 +54,20 @@ def scalar_type_name(scalar_type: int) -> str:
 def element_size(scalar_type: int) -> int:
     """Bytes per element. Raises KeyError for a value the schema does not define."""
     return _SCALAR_TYPES[scalar_type][1]
+
+
+#: The ScalarTypes the runtime's tensors, kernels and Python API handle (the others can be read and printed,
+#: not run). Their names above are torch's dtype names, and numpy's where numpy has the type (not bfloat16):
+#: the one table the emitter (torch dtype -> ScalarType) and the runtime (ScalarType -> torch or numpy dtype)
+#: build theirs from.
+RUNTIME_SCALAR_TYPES = (0, 1, 2, 3, 4, 5, 6, 7, 11, 15, 27, 28, 29)
+
+#: ``{ScalarType: numpy dtype name}`` of the runtime's types numpy has.
+NUMPY_DTYPE_NAMES: dict[int, str] = {code: _SCALAR_TYPES[code][0] for code in RUNTIME_SCALAR_TYPES
+                                     if _SCALAR_TYPES[code][0] != "bfloat16"}
+
+
+def torch_dtypes() -> dict:
+    """``{ScalarType: torch.dtype}`` of :data:`RUNTIME_SCALAR_TYPES` (imports torch)."""
+    import torch
+    return {code: getattr(torch, _SCALAR_TYPES[code][0]) for code in RUNTIME_SCALAR_TYPES}
