@@ -23,6 +23,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..scalar_types import NUMPY_DTYPE_NAMES
 from .cmake import NativeBuildError, core_prefix, find_cmake, run_build_step
 from .kernels import kernels_to_link
 
@@ -178,7 +179,6 @@ def build_baremetal_image(out_dir: os.PathLike | str, model: os.PathLike | str,
 
 def _input_bytes(meta, inputs: Optional[Sequence]) -> list[bytes]:
     """Each input's bytes in the layout the program plans (its dtype, sizes and dim_order)."""
-    from etkit.runtime import _NUMPY_DTYPES
     infos = list(meta.inputs)
     if inputs is None:
         inputs = [None] * len(infos)
@@ -189,7 +189,7 @@ def _input_bytes(meta, inputs: Optional[Sequence]) -> list[bytes]:
         if info is None:
             raise NativeBuildError(f"method {meta.name!r} input {i} is a {meta.input_tags[i]}; the bare-metal "
                                    f"runner embeds tensor inputs only")
-        dtype = _NUMPY_DTYPES.get(info.scalar_type)
+        dtype = NUMPY_DTYPE_NAMES.get(info.scalar_type)
         if dtype is None:
             raise NativeBuildError(f"input {i} has scalar type {info.scalar_type}, which numpy cannot hold")
         array = np.ones(info.sizes, dtype=dtype) if value is None else np.asarray(value)
@@ -285,7 +285,6 @@ def parse_runner_output(stdout: str, stderr: str = "") -> BareMetalRun:
     Raises:
         BareMetalRunError: no ``etkit-status ok`` line (the runner's error line is quoted).
     """
-    from etkit.runtime import _numpy_dtype_of
     run = BareMetalRun(stdout=stdout)
     status = None
     for line in stdout.splitlines():
@@ -301,7 +300,10 @@ def parse_runner_output(stdout: str, stderr: str = "") -> BareMetalRun:
             else:
                 sizes = () if parts[3] == "-" else tuple(int(s) for s in parts[3].split("x"))
                 raw = bytes.fromhex(parts[4]) if len(parts) > 4 else b""
-                value = np.frombuffer(raw, dtype=_numpy_dtype_of(int(parts[2]))).reshape(sizes).copy()
+                code = int(parts[2])
+                if code not in NUMPY_DTYPE_NAMES:
+                    raise BareMetalRunError(f"output {index} has scalar type {code}, which numpy cannot hold")
+                value = np.frombuffer(raw, dtype=NUMPY_DTYPE_NAMES[code]).reshape(sizes).copy()
             if index != len(run.outputs):
                 raise BareMetalRunError(f"output {index} printed out of order:\n{stdout}")
             run.outputs.append(value)
