@@ -127,7 +127,7 @@ def build_runner(out_dir: os.PathLike | str, backends: Sequence[str] = (), model
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m etkit.native.runner_build --cmake-args xnnpack,vulkan [--prefix ETKIT_TEST]``: prints
+    """``python -m etkit.native.runner_build --cmake-args mynpu,othernpu [--prefix ETKIT_TEST]``: prints
     :func:`backend_cmake_args` for those plugins, each argument quoted for a shell (the Makefile's native
     builds read it, so no build file repeats what a BackendSpec declares)."""
     import argparse
