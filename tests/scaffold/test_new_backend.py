@@ -15,18 +15,22 @@ from pathlib import Path
 
 import pytest
 
+import etkit
 from etkit.cli import main as etkit_main
 from etkit.scaffold import ScaffoldError, new_backend, substitutions, template_files
 
 NAME = "scaffoldtest"
 BACKEND_ID = "ScaffoldtestBackend"
 BUILD_LOCK = "/tmp/etkit-build.lock"
+#: The directory holding the ``etkit`` package under test: subprocesses import that one (and the plugin build
+#: finds its CMake package through it), even when it is a checkout put first on ``PYTHONPATH``.
+ETKIT_ROOT = str(Path(etkit.__file__).resolve().parents[1])
 CONFORMANCE = ["-m", "pytest", "-p", "etkit.conformance.pytest_plugin", "-p", "no:cacheprovider", "-q"]
 
 
 def _env(site: Path, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("ETKIT_PLUGINS", "ETKIT_BLOCK_PLUGINS", "PYTHONPATH")}
-    env["PYTHONPATH"] = os.pathsep.join([str(site), *extra.pop("pythonpath", [])])
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *extra.pop("pythonpath", []), ETKIT_ROOT])
     env.update(extra)
     return env
 
@@ -111,7 +115,7 @@ def test_generated_plugin_passes_the_conformance_suite(built_plugin, tmp_path, c
     assert proc.returncode == 0, f"conformance suite failed on the generated plugin:\n{_tail(proc, 120)}"
     out = proc.stdout
     assert f"etkit conformance: {BACKEND_ID}" in out
-    for case in ("add", "mul", "relu", "elementwise_chain", "residual_block"):
+    for case in ("add", "mul", "relu", "linear", "elementwise_chain", "mlp", "residual_block"):
         assert f" {case}," in out or f" {case}\n" in out, f"{case} should be delegated and match eager:\n{out}"
     assert "sigmoid: not delegated: aten.sigmoid.default" in out
     with capsys.disabled():
@@ -156,10 +160,10 @@ class WrongNumbers({BACKEND_ID[:-len("Backend")]}BackendDetails):
     def preprocess(edge_program, compile_specs):
         graph = payload.parse({BACKEND_ID[:-len("Backend")]}BackendDetails.preprocess(edge_program, compile_specs).processed_bytes)
         # 1. add computes a subtraction
-        graph.ops = [(payload.OP_SUB if op[0] == payload.OP_ADD else op[0], *op[1:]) for op in graph.ops]
+        graph.ops = [op._replace(opcode=payload.OP_SUB) if op.opcode == payload.OP_ADD else op for op in graph.ops]
         data = payload.serialize(graph)
         # 2. partitions with a mul get a different (ignored) trailing byte every time
-        if any(op[0] == payload.OP_MUL for op in graph.ops):
+        if any(op.opcode == payload.OP_MUL for op in graph.ops):
             data += bytes([next(_counter) % 256])
         return PreprocessResult(processed_bytes=data)
 

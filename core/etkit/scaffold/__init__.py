@@ -3,9 +3,12 @@
     from etkit.scaffold import new_backend
     path = new_backend("mynpu", "etkit-mynpu")   # then: pip install --no-build-isolation etkit-mynpu
 
-The plugin (``etkit-<name>``) has the hook implementations, a partitioner with one op config, a
-``preprocess`` writing a small documented binary graph, a C++ delegate built as a static library with a
-CMake package (native runners) and as a shared library the Python runtime loads, and pytest tests. It
+The plugin (``etkit-<name>``) has the hook implementations (registration, and a payload description for
+``etkit inspect``), a partitioner with op configs (float32 elementwise ops, and ``linear`` kept whole
+through ``ops_to_not_decompose`` as the worked example of adding an op), a ``preprocess`` writing a small
+documented binary graph (shaped values; ops with input and output id lists and int64 parameters), a C++
+delegate that validates every field of it, built as a static library with a CMake package (native
+runners) and as a shared library the Python runtime loads, and pytest tests against torch eager. It
 installs and passes the conformance suite (``pytest --etkit-backend <name>``) as generated.
 
 Templates live in ``templates/`` (package data); ``{{name}}``, ``{{Name}}``, ``{{NAME}}``,
