@@ -5,8 +5,9 @@
 3. :func:`lower_edge_program` applies the partitioners in order, then decomposes the kept nodes that no
    partitioner took (:func:`decompose_declined`).
 
-:mod:`etkit.program` runs them for every method; :mod:`etkit.fallback` runs step 3 again on the Edge
-program kept before partitioning, with some partitioners left out, to build a fallback twin.
+:mod:`etkit.program` runs them for every method. :mod:`etkit.fallback` builds a fallback twin from the
+Edge program kept before partitioning: :func:`decompose_unwanted` undoes what step 2 kept only for the
+partitioners left out, then step 3 runs with the others.
 """
 from __future__ import annotations
 
@@ -81,6 +82,38 @@ def decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileCo
     if config._check_ir_validity:
         check_edge_graph(ep.graph_module)
     return ep
+
+
+def decompose_unwanted(ep: ExportedProgram, partitioners: Sequence[Partitioner], kept: Sequence,
+                       config: EdgeCompileConfig) -> list:
+    """Bring the Edge program ``ep`` (changed in place), decomposed keeping the ops in ``kept``, to what
+    :func:`decompose_to_edge` gives when only ``partitioners`` are asked: nodes of ``kept`` ops none of
+    them wants whole are decomposed, keeping the ops they do want whole (an op such a decomposition makes,
+    e.g. ``_safe_softmax`` from ``scaled_dot_product_attention``).
+
+    Returns:
+        the ops to treat as kept when lowering ``ep`` with ``partitioners`` (``kept`` and the ones they keep).
+    Raises:
+        etkit.passes.decompose_nodes.NodeDecompositionError: a node could not be decomposed.
+    """
+    wanted = ops_to_keep(partitioners, ep)
+    kept_now = list(kept) + [op for op in wanted if op not in kept]
+    refused = nodes_refused_by_filters(partitioners, ep, set(kept) - set(config.preserve_ops))
+    if not refused:
+        return kept_now
+    table = torch.export.default_decompositions()
+    for op in list(wanted) + list(config.preserve_ops):
+        table.pop(op, None)
+    decompose_nodes(ep.graph_module, refused, table)
+    # nodes of wanted ops the decomposition made that the partitioners' filters refuse, as decompose_to_edge does
+    refused = nodes_refused_by_filters(partitioners, ep, set(kept_now) - set(config.preserve_ops))
+    if refused:
+        decompose_nodes(ep.graph_module, refused, torch.export.default_decompositions())
+    to_edge_graph(ep.graph_module)
+    assign_debug_handles(ep.graph_module)
+    propagate_fake_values(ep.graph_module)
+    scalars_to_tensors(ep)
+    return kept_now
 
 
 def decompose_nodes_in_edge(ep: ExportedProgram, nodes: Sequence[torch.fx.Node]) -> int:

@@ -20,7 +20,7 @@ from typing import Iterable, Optional, Union
 
 from torch.export import ExportedProgram
 
-from .edge_lowering import decompose_nodes_in_edge, lower_edge_program, nodes_refused_by_filters
+from .edge_lowering import decompose_unwanted, lower_edge_program
 
 #: Name suffix of a twin plan; the C++ runtime's ``kFallbackMethodSuffix`` is the same string.
 FALLBACK_SUFFIX = "#fallback"
@@ -81,14 +81,13 @@ def lower_without(recipe: LoweringRecipe, method: str, backends: set[str]) -> Ex
     ``backends``; returns the new lowered program (the recipe is not changed).
 
     Nodes of the ops kept whole for a left-out partitioner are decomposed first when no remaining
-    partitioner wants them whole, so the remaining partitioners see what they would have seen had the
-    left-out ones never been given.
+    partitioner wants them whole (:func:`etkit.edge_lowering.decompose_unwanted`), so the remaining
+    partitioners see what they would have seen had the left-out ones never been given.
     """
     config = recipe.compile_config
     keep = [p for p in recipe.partitioners.get(method, []) if _backend_of(p) not in backends]
-    kept = recipe.kept_ops.get(method, [])
     ep = copy.deepcopy(recipe.edge_programs[method])
-    decompose_nodes_in_edge(ep, nodes_refused_by_filters(keep, ep, set(kept) - set(config.preserve_ops)))
+    kept = decompose_unwanted(ep, keep, recipe.kept_ops.get(method, []), config)
     twin, _ = lower_edge_program(ep, keep, kept, config)
     return twin
 
