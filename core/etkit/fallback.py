@@ -2,9 +2,10 @@
 
 With ``ExecutorchBackendConfig(delegate_fallback=True)``, every method that delegates to a backend whose
 plugin declares ``BackendSpec(runs_everywhere=False)`` (an OS framework or an NPU that many machines lack)
-gets a twin: the same method lowered again from the exported program with that backend's partitioners
-left out, so the partitioners after it (or the portable kernels) take its nodes. The twin is written as
-one more execution plan named ``"<method>#fallback"``. ``delegate_fallback`` may also list backend ids.
+gets a twin: the same method lowered again from its Edge program as it was before partitioning, with that
+backend's partitioners left out, so the partitioners after it (or the portable kernels) take its nodes. The
+twin is written as one more execution plan named ``"<method>#fallback"``. ``delegate_fallback`` may also
+list backend ids.
 
 Encoding (docs/fallback.md): the file stays a valid ExecuTorch program; ExecuTorch's runtime sees the
 twin as an extra method and never runs it unless asked. etkit's runtime hides ``#fallback`` plans from
@@ -13,10 +14,13 @@ because a backend is not registered or not available (``Method.fallback_reason``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional, Union
 
 from torch.export import ExportedProgram
+
+from .edge_lowering import decompose_unwanted, lower_edge_program
 
 #: Name suffix of a twin plan; the C++ runtime's ``kFallbackMethodSuffix`` is the same string.
 FALLBACK_SUFFIX = "#fallback"
@@ -28,19 +32,26 @@ class FallbackError(ValueError):
 
 @dataclass
 class LoweringRecipe:
-    """How ``to_edge_transform_and_lower`` made a program, kept so a method can be lowered again.
+    """What ``to_edge_transform_and_lower`` lowered, kept so a method can be lowered again.
 
     Attributes:
-        programs: ``{method: ExportedProgram}`` as given (before decomposition to Edge).
-        transform_passes: the passes applied before lowering.
-        partitioners: ``{method: [Partitioner, ...]}`` in the order they were applied.
+        edge_programs: ``{method: ExportedProgram}``, the Edge programs as they were before partitioning
+            (after the transform passes). Lowering works on copies, so these stay as they were.
+        partitioners: ``{method: [Partitioner, ...]}`` in the order they were applied (including the ones
+            ``EdgeProgramManager.to_backend`` applied afterwards).
+        kept_ops: ``{method: [op, ...]}``, the ops the partitioners asked to keep whole when the method was
+            decomposed to Edge.
         compile_config: the ``EdgeCompileConfig`` used.
     """
 
-    programs: dict
-    transform_passes: tuple = ()
+    edge_programs: dict
     partitioners: dict = field(default_factory=dict)
+    kept_ops: dict = field(default_factory=dict)
     compile_config: object = None
+
+    def with_partitioners(self, partitioners: dict) -> "LoweringRecipe":
+        """The same recipe with ``partitioners`` (``{method: [Partitioner, ...]}``) instead."""
+        return replace(self, partitioners=partitioners)
 
 
 def fallback_backends(delegate_fallback: Union[bool, Iterable[str]]) -> set[str]:
@@ -65,10 +76,27 @@ def _backend_of(partitioner) -> Optional[str]:
     return getattr(spec, "backend_id", None)
 
 
+def lower_without(recipe: LoweringRecipe, method: str, backends: set[str]) -> ExportedProgram:
+    """Lower ``method`` again from its Edge program before partitioning, leaving out the partitioners of
+    ``backends``; returns the new lowered program (the recipe is not changed).
+
+    Nodes of the ops kept whole for a left-out partitioner are decomposed first when no remaining
+    partitioner wants them whole (:func:`etkit.edge_lowering.decompose_unwanted`), so the remaining
+    partitioners see what they would have seen had the left-out ones never been given.
+    """
+    config = recipe.compile_config
+    keep = [p for p in recipe.partitioners.get(method, []) if _backend_of(p) not in backends]
+    ep = copy.deepcopy(recipe.edge_programs[method])
+    kept = decompose_unwanted(ep, keep, recipe.kept_ops.get(method, []), config)
+    twin, _ = lower_edge_program(ep, keep, kept, config)
+    return twin
+
+
 def fallback_twins(recipe: Optional[LoweringRecipe], programs: dict,
                    delegate_fallback: Union[bool, Iterable[str]]) -> dict:
     """``{"<method>#fallback": ExportedProgram}`` for every method of ``programs`` (lowered Edge
-    programs) that delegates to a backend in :func:`fallback_backends`.
+    programs) that delegates to a backend in :func:`fallback_backends`, each lowered again by
+    :func:`lower_without`.
 
     Raises:
         FallbackError: the program was not made by ``to_edge_transform_and_lower`` (or was transformed
@@ -83,14 +111,9 @@ def fallback_twins(recipe: Optional[LoweringRecipe], programs: dict,
             f"delegate_fallback needs the exported program to lower {needing} again without "
             f"{sorted(backends)}; build the program with etkit.to_edge_transform_and_lower(...) and do not "
             f"transform it after lowering")
-    from .program import to_edge_transform_and_lower
-
     twins = {}
     for name in needing:
-        keep = [p for p in recipe.partitioners.get(name, []) if _backend_of(p) not in backends]
-        manager = to_edge_transform_and_lower({name: recipe.programs[name]}, recipe.transform_passes, {name: keep},
-                                              compile_config=recipe.compile_config)
-        twin = manager.exported_program(name)
+        twin = lower_without(recipe, name, backends)
         left = delegated_backends(twin) & backends
         if left:
             raise FallbackError(f"the fallback of method {name!r} still delegates to {sorted(left)}")

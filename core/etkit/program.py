@@ -16,11 +16,9 @@ from torch.export import ExportedProgram
 
 from .backend.lowering import to_backend as _to_backend_one
 from .backend.partitioner import PartitionReport, Partitioner
+from .dialects.edge import EdgeCompileConfig
+from .edge_lowering import decompose_to_edge, lower_edge_program, ops_to_keep
 from .fallback import LoweringRecipe, fallback_twins
-from .dialects.edge import EdgeCompileConfig, check_edge_graph, scalars_to_tensors, to_edge_graph
-from .passes.debug_handles import assign_debug_handles
-from .passes.decompose_nodes import decompose_nodes
-from .passes.fake_values import propagate_fake_values
 
 ProgramsArg = Union[ExportedProgram, dict]
 
@@ -37,58 +35,6 @@ def _as_dict(programs: ProgramsArg) -> dict:
 def _constant_methods(constant_methods: Optional[dict], programs: dict) -> dict:
     from .emit.constant_methods import validate_constant_methods  # imports the generated etkit.fb
     return validate_constant_methods(constant_methods, programs)
-
-
-def _decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileConfig,
-                       partitioners: Sequence[Partitioner] = ()) -> ExportedProgram:
-    table = torch.export.default_decompositions()
-    # training-mode batch norm after functionalization (new running stats as outputs): no kernel takes
-    # that form, torch's decomposition turns it into core ops
-    table.update(torch._decomp.get_decompositions([torch.ops.aten._native_batch_norm_legit_functional]))
-    for op in list(keep) + list(config.preserve_ops):
-        if op in table:
-            table.pop(op)
-    ep = ep.run_decompositions(table)
-    refused = _nodes_refused_by_filters(partitioners, ep, set(keep) - set(config.preserve_ops))
-    if refused:
-        decompose_nodes(ep.graph_module, refused, torch.export.default_decompositions())
-    to_edge_graph(ep.graph_module)
-    assign_debug_handles(ep.graph_module)
-    propagate_fake_values(ep.graph_module)
-    scalars_to_tensors(ep)
-    if config._check_ir_validity:
-        check_edge_graph(ep.graph_module)
-    return ep
-
-
-def _ops_to_keep(partitioners: Sequence[Partitioner], ep: ExportedProgram) -> list:
-    """Ops that some partitioner keeps whole for at least one node, or that have no node before
-    decomposition (the refused nodes are decomposed one by one afterwards, see
-    :func:`_nodes_refused_by_filters`)."""
-    keep: list = []
-    for p in partitioners:
-        ops, node_filter = p.ops_to_not_decompose(ep)
-        for op in ops:
-            nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target == op]
-            # An op with no node yet may appear while others decompose (sdpa -> _safe_softmax): keep
-            # it, and let the filter judge its nodes afterwards.
-            if node_filter is None or not nodes or any(node_filter(n) for n in nodes):
-                keep.append(op)
-    return keep
-
-
-def _nodes_refused_by_filters(partitioners: Sequence[Partitioner], ep: ExportedProgram, kept: set) -> list:
-    """Nodes of the kept ops that no partitioner wants whole (asked again on the decomposed graph)."""
-    wanted: set = set()
-    candidates = [n for n in ep.graph.nodes if n.op == "call_function" and n.target in kept]
-    if not candidates:
-        return []
-    for p in partitioners:
-        ops, node_filter = p.ops_to_not_decompose(ep)
-        for n in candidates:
-            if n.target in ops and (node_filter is None or node_filter(n)):
-                wanted.add(n)
-    return [n for n in candidates if n not in wanted]
 
 
 def to_edge(programs: ProgramsArg, constant_methods: Optional[dict] = None,
@@ -117,7 +63,7 @@ def to_edge(programs: ProgramsArg, constant_methods: Optional[dict] = None,
     programs = _as_dict(programs)
     constant_methods = _constant_methods(constant_methods, programs)
     config = compile_config or EdgeCompileConfig()
-    edge = {name: _decompose_to_edge(ep, (), config) for name, ep in programs.items()}
+    edge = {name: decompose_to_edge(ep, (), config) for name, ep in programs.items()}
     manager = EdgeProgramManager(edge, config, constant_methods=constant_methods)
     if generate_etrecord:
         manager._keep_for_etrecord(programs.get("forward") if len(programs) == 1 else None)
@@ -162,38 +108,20 @@ def to_edge_transform_and_lower(programs: ProgramsArg, transform_passes: Sequenc
         per_method = {name: plist for name in programs}
     edge, keep_by_method = {}, {}
     for name, ep in programs.items():
-        keep_by_method[name] = _ops_to_keep(per_method[name], ep)
-        edge[name] = _decompose_to_edge(ep, keep_by_method[name], config, per_method[name])
+        keep_by_method[name] = ops_to_keep(per_method[name], ep)
+        edge[name] = decompose_to_edge(ep, keep_by_method[name], config, per_method[name])
     manager = EdgeProgramManager(edge, config, constant_methods=constant_methods)
     for fn in transform_passes:
         manager = manager.transform([fn])
     if generate_etrecord:
         manager._keep_for_etrecord(programs.get("forward") if len(programs) == 1 else None)
+    before_partitioning = dict(manager._programs)  # lowering works on copies: these stay as they are
     for name in programs:
-        for p in per_method[name]:
-            manager._lower_method(name, p)
-        _decompose_declined(manager._programs[name], keep_by_method[name], config)
-    manager._recipe = LoweringRecipe(programs, tuple(transform_passes), per_method, config)
+        manager._programs[name], reports = lower_edge_program(manager._programs[name], per_method[name],
+                                                              keep_by_method[name], config)
+        manager.partition_reports[name].extend(reports)
+    manager._recipe = LoweringRecipe(before_partitioning, per_method, keep_by_method, config)
     return manager
-
-
-def _decompose_declined(ep: ExportedProgram, kept: Sequence, config: EdgeCompileConfig) -> int:
-    """Decompose nodes of kept non-core ops that no partitioner delegated after all.
-
-    ``ops_to_not_decompose`` is asked before partitioning; a partitioner may still decline a kept node when
-    it sees the whole graph (a quantization chain it cannot take whole, one float type per partition).
-    Such a node (``aten.linear``, torchao's quantize ops) has no portable kernel: it is decomposed now so
-    the program stays runnable. Returns how many nodes were decomposed.
-    """
-    kept = {op for op in kept if op not in config.preserve_ops and torch.Tag.core not in getattr(op, "tags", ())}
-    nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target in kept]
-    if not nodes:
-        return 0
-    count = decompose_nodes(ep.graph_module, nodes, torch.export.default_decompositions())
-    to_edge_graph(ep.graph_module)
-    assign_debug_handles(ep.graph_module)
-    propagate_fake_values(ep.graph_module)
-    return count
 
 
 class EdgeProgramManager:
@@ -263,8 +191,7 @@ class EdgeProgramManager:
         manager._etrecord_edge, manager._etrecord_exported = self._etrecord_edge, self._etrecord_exported
         recipe = self._recipe
         if recipe is not None:
-            recipe = LoweringRecipe(recipe.programs, recipe.transform_passes,
-                                    {k: list(v) for k, v in recipe.partitioners.items()}, recipe.compile_config)
+            recipe = recipe.with_partitioners({k: list(v) for k, v in recipe.partitioners.items()})
         for name in self._programs:
             p = partitioner.get(name) if isinstance(partitioner, dict) else partitioner
             if p is not None:

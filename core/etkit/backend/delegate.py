@@ -34,7 +34,7 @@ class LoweredBackendModule(torch.nn.Module):
         original_module: the partition's Edge ``ExportedProgram`` (for inspection and debugging).
         named_data: ``{key: bytes}`` the backend stores in the program's named data.
         num_inputs / num_outputs: delegate-argument counts.
-        debug_handles: the debug handles of the partition's Edge nodes (passes/debug_handles.py).
+        debug_handles: the debug handles of the partition's Edge nodes (:mod:`etkit.graph.debug_handles`).
         debug_handle_map: what ``preprocess`` returned in ``PreprocessResult.debug_handle_map``:
             ``{delegate debug id (int or str): [Edge debug handles]}`` (ExecuTorch's
             ``DelegateMappingBuilder`` output), or None.

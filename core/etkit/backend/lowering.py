@@ -18,14 +18,13 @@ from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature
 from torch.export.graph_signature import InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument
 
-from ..passes.lifted_constants import drop_unused_constants
+from ..graph.constants import drop_unused_constants
+from ..graph.debug_handles import debug_handles_of
+from ..graph.signature import is_constant, rename_output
 from ..plugins import get_backend_spec
-from etkit.passes.debug_handles import debug_handles_of
-
 from .backend_details import PreprocessResult
 from .delegate import LoweredBackendModule, executorch_call_delegate
 from .partitioner import DELEGATION_TAG, PartitionReport, Partitioner
-from .utils import is_constant, rename_output
 
 
 class LoweringError(RuntimeError):

@@ -1,4 +1,9 @@
-"""Helpers partitioners and ``preprocess`` implementations share: constants and tags."""
+"""Helpers partitioners and ``preprocess`` implementations share: constants and tags.
+
+The constant and signature helpers (:func:`is_constant`, :func:`get_constant`, :func:`is_user_input`,
+:func:`rename_output`, ``CONSTANT_KINDS``) live in :mod:`etkit.graph`, which passes use too; they stay
+importable from here, where backends look for them.
+"""
 from __future__ import annotations
 
 import collections
@@ -7,48 +12,15 @@ from typing import Callable, Iterable, Mapping, Optional
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, OutputSpec, TensorArgument
 
+from ..graph.constants import get_constant
+from ..graph.signature import CONSTANT_KINDS, input_spec_of, is_constant, is_user_input, rename_output
 from .compile_spec import DelegationSpec
 from .partitioner import DELEGATION_TAG, PartitionReport, PartitionResult, Rejection
 
-#: Input kinds whose values are known ahead of time.
-CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
-_CONSTANT_KINDS = CONSTANT_KINDS
-
-
-def _input_spec(ep: ExportedProgram, node: torch.fx.Node):
-    if node.op != "placeholder":
-        return None
-    for spec in ep.graph_signature.input_specs:
-        if spec.arg.name == node.name:
-            return spec
-    return None
-
-
-def is_constant(ep: ExportedProgram, node: torch.fx.Node) -> bool:
-    """True if ``node`` is a placeholder for a parameter, buffer or lifted tensor constant."""
-    spec = _input_spec(ep, node)
-    return spec is not None and spec.kind in _CONSTANT_KINDS
-
-
-def is_user_input(ep: ExportedProgram, node: torch.fx.Node) -> bool:
-    spec = _input_spec(ep, node)
-    return spec is not None and spec.kind == InputKind.USER_INPUT
-
-
-def get_constant(ep: ExportedProgram, node: torch.fx.Node) -> Optional[torch.Tensor]:
-    """The tensor behind a constant placeholder, or ``None`` if ``node`` is not one.
-
-    Looks in ``ep.state_dict`` (parameters, persistent buffers) and ``ep.constants`` (lifted constants,
-    non-persistent buffers).
-    """
-    spec = _input_spec(ep, node)
-    if spec is None or spec.kind not in _CONSTANT_KINDS:
-        return None
-    if spec.target in ep.state_dict:
-        return ep.state_dict[spec.target]
-    return ep.constants.get(spec.target)
+__all__ = ["CONSTANT_KINDS", "get_constant", "give_each_user_its_own_copy", "is_constant", "is_delegate_call",
+           "is_user_input", "node_target_name", "propose_partitions", "rename_output", "settle", "tag_constant_data",
+           "tag_partitions"]
 
 
 def tag_constant_data(ep: ExportedProgram) -> None:
@@ -65,7 +37,7 @@ def tag_constant_data(ep: ExportedProgram) -> None:
     for node in ep.graph.nodes:
         if not is_constant(ep, node) or not node.users:
             continue
-        spec = _input_spec(ep, node)
+        spec = input_spec_of(ep, node)
         if spec is not None and spec.target in mutated:
             continue
         tags = {user.meta.get(DELEGATION_TAG) for user in node.users}
@@ -92,18 +64,6 @@ def node_target_name(node: torch.fx.Node) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
     return getattr(target, "__name__", str(target))
-
-
-def rename_output(ep: ExportedProgram, old_name: str, new_name: str) -> None:
-    """Point the graph signature's outputs named ``old_name`` at ``new_name`` after a graph rewrite.
-
-    Every pass that replaces a node feeding the output node must call this, or the program's signature
-    names a node that no longer exists.
-    """
-    specs = ep.graph_signature.output_specs
-    for i, spec in enumerate(specs):
-        if isinstance(spec.arg, TensorArgument) and spec.arg.name == old_name:
-            specs[i] = OutputSpec(kind=spec.kind, arg=TensorArgument(name=new_name), target=spec.target)
 
 
 def propose_partitions(ep: ExportedProgram, supported: set) -> list[list[torch.fx.Node]]:

@@ -150,7 +150,7 @@ def scalars_to_tensors(ep) -> None:
     widens a dimensioned one of the same kind, so the result dtype is unchanged), and positional and
     keyword arguments are both converted.
     """
-    from ..passes.lifted_constants import add_constant, fake_like
+    from ..graph.constants import add_constant, fake_like
     for node in list(ep.graph.nodes):
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue

@@ -50,8 +50,9 @@ from etkit.fb.TensorDataLocation import TensorDataLocation
 from etkit.fb.TensorList import TensorListT
 
 from ..backend.delegate import executorch_call_delegate
-from ..backend.utils import CONSTANT_KINDS, get_constant
 from ..dialects.edge import SYM_OPS, SYM_SIZE_OPS
+from ..graph.constants import get_constant
+from ..graph.signature import CONSTANT_KINDS
 from ..passes.inplace_updates import inplace_update_call, is_inplace_update
 from ..passes.memory_planning import MemoryPlanningPass, TensorAllocation, TensorSpec
 from ..passes.out_variants import bind_arguments, kernel_name, out_variant

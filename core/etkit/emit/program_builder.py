@@ -9,8 +9,7 @@ import torch
 from etkit.fb.Program import ProgramT
 
 from ..passes.constant_folding import fold_constants
-from ..passes.memory_planning import MemoryPlanningPass
-from ..plugins import get_plugin_manager
+from ..passes.memory_planning import MemoryPlanningPass, planned_alignment
 from ..serialize import PteContents
 from .constant_methods import emit_constant_method, validate_constant_methods
 from .external_data import ExternalData
@@ -55,7 +54,7 @@ def build_program(programs: dict, config, constant_methods: Optional[dict] = Non
     """
     constant_methods = validate_constant_methods(constant_methods, programs)
     planner = config.memory_planning_pass or MemoryPlanningPass()
-    alignment = get_plugin_manager().memory_alignment()
+    alignment = planned_alignment(getattr(planner, "alignment", None))
     data = ProgramData(external=ExternalData(getattr(config, "external_constants", False),
                                              getattr(config, "external_named_data", None)))
     plans, plans_by_name = [], {}

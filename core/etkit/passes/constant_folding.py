@@ -11,8 +11,8 @@ import operator
 import torch
 from torch.export import ExportedProgram
 
-from ..backend.utils import get_constant, rename_output
-from .lifted_constants import add_constant, drop_unused_constants
+from ..graph.constants import add_constant, drop_unused_constants, get_constant
+from ..graph.signature import rename_output
 
 #: Ops never folded: their result depends on more than their inputs.
 _NONDETERMINISTIC_TAGS = (torch.Tag.nondeterministic_seeded,)

@@ -17,6 +17,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..plugins.manager import get_plugin_manager
+
+#: Byte alignment of every planned tensor unless the planner or a plugin asks for more (ExecuTorch's too).
+DEFAULT_ALIGNMENT = 16
+
+
+def planned_alignment(planner_alignment: Optional[int] = None) -> int:
+    """The byte alignment of every planned tensor of a program: the largest of :data:`DEFAULT_ALIGNMENT`,
+    ``planner_alignment`` (the :class:`MemoryPlanningPass`'s ``alignment``; None: not given) and what the
+    installed plugins register through ``etkit_memory_planning_requirements``. The one source of planned
+    alignment: emission passes it to :meth:`MemoryPlanningPass.plan`, which computes it when not given.
+    """
+    requested = [alignment for _, alignment in get_plugin_manager().memory_alignment_requests()]
+    return max([DEFAULT_ALIGNMENT, planner_alignment or 1, *requested])
+
 
 @dataclass(eq=False)
 class TensorAllocation:
@@ -125,11 +140,11 @@ class MemoryPlanningPass:
             caller's input memory is used directly.
         alloc_graph_output: plan memory for method outputs; when False the caller must provide output memory.
         alignment: minimum byte alignment of every planned tensor; plugins may raise it
-            (``etkit_memory_planning_requirements``).
+            (``etkit_memory_planning_requirements``). :func:`planned_alignment` gives the one used.
     """
 
     def __init__(self, memory_planning_algo: "str | Callable" = "greedy", alloc_graph_input: bool = True,
-                 alloc_graph_output: bool = True, alignment: int = 16) -> None:
+                 alloc_graph_output: bool = True, alignment: int = DEFAULT_ALIGNMENT) -> None:
         if isinstance(memory_planning_algo, str) and memory_planning_algo not in ALGORITHMS:
             raise ValueError(f"unknown memory_planning_algo {memory_planning_algo!r}; use one of "
                              f"{sorted(ALGORITHMS)} or a callable")
@@ -146,11 +161,15 @@ class MemoryPlanningPass:
     def plan(self, allocs: list, alignment: Optional[int] = None) -> MemoryPlan:
         """Assign offsets to ``allocs``, each buffer (``mem_id``) planned on its own, and return the plan.
 
+        Args:
+            allocs: the :class:`TensorAllocation` of every planned tensor; their ``mem_offset`` is set.
+            alignment: the program's alignment (emission passes :func:`planned_alignment`); the larger of it
+                and ``self.alignment`` is used. None: :func:`planned_alignment` of ``self.alignment``.
         Raises:
             ValueError: an allocation's ``mem_id`` is not an int >= 1 (names the tensor).
             RuntimeError: a custom algorithm left a tensor without an offset.
         """
-        align = max(self.alignment, alignment or 1)
+        align = planned_alignment(self.alignment) if alignment is None else max(self.alignment, alignment)
         algo = self.memory_planning_algo
         fn = ALGORITHMS[algo] if isinstance(algo, str) else algo
         by_buffer: dict = {}

@@ -159,12 +159,20 @@ class EtkitPluginManager:
             self._registry = registry
         return self._registry
 
-    def memory_alignment(self) -> int:
-        """Largest planned-memory alignment any plugin asked for (at least 16 bytes)."""
-        alignments = [16]
+    def memory_alignment_requests(self) -> list[tuple[str, int]]:
+        """``[(reason, alignment in bytes), ...]``: what the plugins registered through
+        ``etkit_memory_planning_requirements``, in call order (empty when none asks).
+        :func:`etkit.passes.memory_planning.planned_alignment` turns them into the alignment used."""
+        requests: list[tuple[str, int]] = []
         self.pm.hook.etkit_memory_planning_requirements(
-            register=lambda reason, alignment: alignments.append(int(alignment)))
-        return max(alignments)
+            register=lambda reason, alignment: requests.append((str(reason), int(alignment))))
+        return requests
+
+    def memory_alignment(self) -> int:
+        """Largest planned-memory alignment any plugin asked for (at least 16 bytes). Kept for existing
+        callers; the compiler uses :func:`etkit.passes.memory_planning.planned_alignment`, which also
+        counts the memory planner's own ``alignment``."""
+        return max([16, *(alignment for _, alignment in self.memory_alignment_requests())])
 
 
 def _explain_unknown_hooks(message: str) -> str:
