@@ -25,6 +25,7 @@
 #include "etkit/runtime/platform.h"
 #include "etkit/runtime/runtime.h"
 #include "etkit/runtime/threadpool.h"
+#include "../kernels/llm/attention.h"
 
 namespace nb = nanobind;
 namespace rt = etkit::runtime;
@@ -602,6 +603,10 @@ NB_MODULE(_runtime, m) {
       },
       nb::arg("num_threads"), "Threads of the runtime's own kernels (threadpool.h), the calling thread included.");
   m.def("kernel_threads", [] { return rt::kernel_threads(); });
+  m.def(
+      "kernel_cpu_capability", [] { return std::string(etkit::portable::llm::attention_capability()); },
+      "The instruction-set copy the vectorized kernels run: 'generic', 'avx2' or 'avx512' (the widest the CPU "
+      "supports, lowered by the environment variable ETKIT_CPU_CAPABILITY, read once per process).");
   m.def(
       "set_memory_limit", [](uint64_t bytes) { rt::set_memory_limit(bytes); }, nb::arg("bytes"),
       "Bytes one Method may claim (program file + planned buffers) for methods loaded from now on; 0: the RAM.");

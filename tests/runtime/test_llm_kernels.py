@@ -87,6 +87,39 @@ def test_custom_sdpa_matches_reference_and_torch(B, S, H, H_kv, D, max_S, start_
     torch.testing.assert_close(got, _torch_sdpa(q, k, v, start_pos, is_causal, scale), atol=ATOL, rtol=RTOL)
 
 
+_CAPABILITY_CHILD = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+from etkit import _runtime
+from test_llm_kernels import SDPA_CASES, _export_sdpa, _torch_sdpa, ATOL, RTOL
+print(_runtime.kernel_cpu_capability())
+for case in SDPA_CASES:
+    B, S, H, H_kv, D, max_S, start_pos, is_causal, scale = case.values
+    torch.manual_seed(7)
+    q, k, v = torch.randn(B, S, H, D), torch.randn(B, max_S, H_kv, D), torch.randn(B, max_S, H_kv, D)
+    (got,) = _export_sdpa(q, k, v, start_pos, is_causal, scale).execute([q, k, v, torch.tensor([start_pos])])
+    torch.testing.assert_close(got, _torch_sdpa(q, k, v, start_pos, is_causal, scale), atol=ATOL, rtol=RTOL)
+"""
+
+
+@pytest.mark.parametrize("capability", ["generic", "avx2", "avx512"])
+def test_custom_sdpa_every_instruction_set_copy_matches_torch(capability):
+    """Each copy of the attention math (attention_<isa>.cpp), forced with ETKIT_CPU_CAPABILITY in a fresh
+    process, matches torch's SDPA on every case above; a copy this CPU cannot run is skipped."""
+    import os
+    import subprocess
+    import sys
+    from etkit import _runtime
+    order = ["generic", "avx2", "avx512"]
+    if order.index(capability) > order.index(_runtime.kernel_cpu_capability()):
+        pytest.skip(f"this CPU runs at most the {_runtime.kernel_cpu_capability()} copy")
+    code = _CAPABILITY_CHILD.format(tests=os.path.dirname(__file__))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "ETKIT_CPU_CAPABILITY": capability})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[0] == capability
+
+
 @pytest.mark.parametrize("threads", [2, 3])
 def test_custom_sdpa_on_the_worker_pool_equals_one_thread(threads):
     """With the runtime's worker pool (set_num_threads), every item is computed as on one thread: the
