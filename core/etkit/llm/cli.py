@@ -96,8 +96,10 @@ def add_subcommand(subparsers) -> None:
     p.add_argument("--quantize", default=None, choices=["8da4w", "8da8w", "4w", "8w"],
                    help="linear layers' quantization (torchao)")
     p.add_argument("--group-size", type=int, default=32, help="4-bit weight group size (0: per channel)")
-    p.add_argument("--weight-qparams", choices=["hqq", "minmax"], default="hqq",
-                   help="how 4-bit weight scales are chosen: hqq (half-quadratic search, default) or minmax")
+    p.add_argument("--weight-qparams", choices=["hqq", "minmax", "gguf"], default="hqq",
+                   help="how 4-bit weight scales are chosen: hqq (half-quadratic search, default), minmax, or gguf "
+                        "(keep a Q4_1 GGUF file's own 4-bit blocks exactly; int8 output projection sharing the "
+                        "8w embedding's bytes)")
     p.add_argument("--embedding-quantize", default=None, help="embedding table quantization: 8w, 4w or '<bits>,<group size>' (e.g. 4,32)")
     p.add_argument("--no-sdpa-with-kv-cache", action="store_true",
                    help="attention by ATen SDPA instead of llama::custom_sdpa")

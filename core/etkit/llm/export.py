@@ -22,7 +22,7 @@ from .model import StaticKVDecoder
 log = logging.getLogger("etkit.llm")
 
 QUANTIZE_MODES = ("8da4w", "8da8w", "4w", "8w")
-WEIGHT_QPARAMS = ("hqq", "minmax")
+WEIGHT_QPARAMS = ("hqq", "minmax", "gguf")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 
@@ -52,8 +52,12 @@ class LlmConfig:
             half-quadratic scale search, symmetric, so the same format and speed; for SmolLM2-135M 8da4w with
             an 8-bit embedding it lowers the program's perplexity on tests/llm/data/passage.txt from 43.4
             to 37.1, fp32 eager: 28.2) or
-            ``"minmax"`` (max |w| per group, ExecuTorch's choice; export is ~7 s faster on that model).
-            8-bit weights always use min/max.
+            ``"minmax"`` (max |w| per group, ExecuTorch's choice; export is ~7 s faster on that model), or
+            ``"gguf"``: keep the 4-bit grid of a Q4_1 GGUF file's weights exactly (``etkit.llm.weight_grid``:
+            int4 weights with the file's scales plus a float32 matmul of the input's block sums for the
+            blocks' offsets; ``group_size`` must be the file's 32), and quantize the output projection to
+            int8 per channel with the scales of an ``"8w"`` embedding, so the tied table is stored once. A
+            layer whose weights are not on such a grid is refused, named. 8-bit weights always use min/max.
         embedding_quantize: the embedding table's quantization, ExecuTorch's ``"<bits>,<group size>"``
             (``"8,0"``: int8 per row, ``"4,32"``: int4 per 32 columns) or ``"8w"`` / ``"4w"`` (per row), or
             ``None``. Looked-up rows are dequantized by ``quantized_decomposed::embedding_byte`` /
@@ -121,6 +125,10 @@ class LlmConfig:
         if self.weight_qparams not in WEIGHT_QPARAMS:
             raise LlmExportError(f"weight_qparams {self.weight_qparams!r} is unknown; choose one of "
                                  f"{', '.join(WEIGHT_QPARAMS)}")
+        if self.weight_qparams == "gguf" and (self.quantize not in ("8da4w", "4w") or self.group_size <= 0):
+            raise LlmExportError(f"weight_qparams 'gguf' keeps a GGUF file's 4-bit blocks: it needs quantize '8da4w' "
+                                 f"or '4w' (got {self.quantize!r}) and the file's group_size, 32 for Q4_1 "
+                                 f"(got {self.group_size})")
         if self.embedding_quantize is not None:
             self.embedding_bits()
         if not self.use_kv_cache:
@@ -157,7 +165,27 @@ def _special_ids(hf_model, config: LlmConfig) -> tuple:
     return (-1 if bos is None else int(bos)), [int(e) for e in eos]
 
 
+def _quantize_gguf_grid(module: torch.nn.Module, config: LlmConfig) -> None:
+    """``weight_qparams="gguf"``: the linears keep their GGUF 4-bit grid; the output projection is int8 per
+    channel with the per-row scales an ``"8w"`` embedding table gets, so both hold the same bytes."""
+    from .weight_grid import GridError, int_weight, quantize_on_grid
+    dynamic = config.quantize.startswith("8da")
+    try:
+        quantize_on_grid(module, config.group_size, activations=dynamic, skip=("lm_head",))
+    except GridError as exc:
+        raise LlmExportError(str(exc)) from None
+    head = module.lm_head
+    weight = head.weight.detach()
+    # the rounding QuantizedEmbedding(bits=8) applies to the table, so the two hold equal bytes
+    scales = weight.to(torch.float32).abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127
+    q = torch.clamp(torch.round(weight.to(torch.float32) / scales), -128, 127).to(torch.int8)
+    head.weight = torch.nn.Parameter(int_weight(q, scales, weight.shape[1], weight.dtype, dynamic, bits=8),
+                                     requires_grad=False)
+
+
 def _quantize(module: torch.nn.Module, config: LlmConfig) -> None:
+    if config.weight_qparams == "gguf":
+        return _quantize_gguf_grid(module, config)
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig, quantize_
     from torchao.quantization.granularity import PerAxis, PerGroup
     bits4 = config.quantize in ("8da4w", "4w")
