@@ -55,6 +55,14 @@ def nodes_refused_by_filters(partitioners: Sequence[Partitioner], ep: ExportedPr
     return [n for n in candidates if n not in wanted]
 
 
+def _to_edge_form(ep: ExportedProgram) -> None:
+    """The steps after a decomposition: Edge ops, debug handles, fake values, scalars as tensors."""
+    to_edge_graph(ep.graph_module)
+    assign_debug_handles(ep.graph_module)
+    propagate_fake_values(ep.graph_module)
+    scalars_to_tensors(ep)
+
+
 def decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileConfig,
                       partitioners: Sequence[Partitioner] = ()) -> ExportedProgram:
     """Decompose ``ep`` to the Edge dialect except the ops in ``keep`` (and ``config.preserve_ops``);
@@ -75,10 +83,7 @@ def decompose_to_edge(ep: ExportedProgram, keep: Sequence, config: EdgeCompileCo
     refused = nodes_refused_by_filters(partitioners, ep, set(keep) - set(config.preserve_ops))
     if refused:
         decompose_nodes(ep.graph_module, refused, torch.export.default_decompositions())
-    to_edge_graph(ep.graph_module)
-    assign_debug_handles(ep.graph_module)
-    propagate_fake_values(ep.graph_module)
-    scalars_to_tensors(ep)
+    _to_edge_form(ep)
     if config._check_ir_validity:
         check_edge_graph(ep.graph_module)
     return ep
@@ -109,10 +114,7 @@ def decompose_unwanted(ep: ExportedProgram, partitioners: Sequence[Partitioner],
     refused = nodes_refused_by_filters(partitioners, ep, set(kept_now) - set(config.preserve_ops))
     if refused:
         decompose_nodes(ep.graph_module, refused, torch.export.default_decompositions())
-    to_edge_graph(ep.graph_module)
-    assign_debug_handles(ep.graph_module)
-    propagate_fake_values(ep.graph_module)
-    scalars_to_tensors(ep)
+    _to_edge_form(ep)
     return kept_now
 
 
