@@ -272,7 +272,7 @@ def main() -> None:
               + ratio_title)
     print(header)
     eager = {t: _spawn("--child", "eager", "--threads", str(t), *common) for t in args.threads}
-    checks, notes, et_exports = [], [], {}
+    checks, notes, et_exports, et_runs = [], [], {}, {}
     llamacpp = {}
     for t in args.threads:  # a reference column only: a llama.cpp that cannot run here is a note, not a failure
         try:
@@ -295,10 +295,13 @@ def main() -> None:
             r = _spawn("--child", "run", "--pte", str(pte), "--tokenizer-dir", str(work), "--threads", str(t), *common)
             row = _row(variant, t, exported["pte_mb"], exported["export_s"], exported["export_peak_rss_mb"], r)
             et = None
-            if et_export is not None:
+            if et_export is not None and (ET_VARIANT[variant], t) in et_runs:
+                et = et_runs[ET_VARIANT[variant], t]  # the same ExecuTorch program: one run serves both rows
+            elif et_export is not None:
                 try:
-                    et = _et(et_python, "run", "--pte", et_export["pte"], "--tokenizer", et_export["tokenizer"],
-                             "--threads", str(t), *common)
+                    et = et_runs[ET_VARIANT[variant], t] = _et(
+                        et_python, "run", "--pte", et_export["pte"], "--tokenizer", et_export["tokenizer"],
+                        "--threads", str(t), *common)
                 except RuntimeError as error:
                     if args.executorch == "live":
                         raise SystemExit(f"bench/llm.py: {error}")
@@ -311,10 +314,10 @@ def main() -> None:
                 print(f"{row} | {eager[t]['decode_tok_s']:9.1f} | decode {ratios['decode']:.2f}x, prefill "
                       f"{ratios['prefill']:.2f}x, export {ratios['export']:.3f}x, RSS {ratios['RSS']:.2f}x, size "
                       f"{exported['pte_mb'] / et_export['pte_mb']:.2f}x")
-                print(_row(f"ET:{variant}", t, et_export["pte_mb"], et_export["export_s"],
+                print(_row(f"ET:{ET_VARIANT[variant]}", t, et_export["pte_mb"], et_export["export_s"],
                            et_export["export_peak_rss_mb"], et) + f" | {'':9s} |")
                 checks += [(variant, t, name, value) for name, value in ratios.items()]
-                notes.append(f"ET:{variant}, {t} thread(s): {et['import_rss_mb']:.0f} MB of its peak RSS is there "
+                notes.append(f"ET:{ET_VARIANT[variant]}, {t} thread(s): {et['import_rss_mb']:.0f} MB of its peak RSS is there "
                              f"before the .pte is loaded (its Python binding imports torch); peak less that: "
                              f"{et['peak_rss_mb'] - et['import_rss_mb']:.0f} MB")
                 if et["generated"] < args.new_tokens or et["prompt_tokens"] != args.prompt_tokens:
