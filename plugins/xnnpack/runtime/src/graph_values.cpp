@@ -340,6 +340,12 @@ Error define_quantized(ValueContext& ctx, const TensorDesc& desc, const fb::XNNQ
       if (desc.data != nullptr) {
         return ctx.fail(Error::InvalidProgram, "a dynamically quantized value cannot have constant data");
       }
+      if (desc.datatype != xnn_datatype_qdint8) {
+        // qpint8 (ARM's packed form) sizes itself through a GEMM config that x86 builds of XNNPACK lack:
+        // XNNPACK would dereference it (found by fuzz_xnnpack)
+        return ctx.fail(Error::InvalidProgram, "a dynamically quantized value must be qdint8, not datatype %d",
+                        static_cast<int>(desc.datatype));
+      }
       if (q->num_nonbatch_dims() < 0 || static_cast<size_t>(q->num_nonbatch_dims()) > desc.dims.size()) {
         return ctx.fail(Error::InvalidProgram, "num_nonbatch_dims %d is outside rank %zu", q->num_nonbatch_dims(),
                         desc.dims.size());
