@@ -100,6 +100,21 @@ def _register() -> None:
 _register()
 
 
+def quantize_rows(weight: torch.Tensor, bits: int, group: int) -> tuple:
+    """Symmetric ``bits``-bit quantization of a float [R, D] table per row and group of ``group`` columns:
+    scale = max |w| / (2^(bits-1) - 1) (at least 1e-12), q = round(w / scale) clamped to the int range.
+
+    Returns:
+        ``q`` int8 [R, D] (unpacked), ``scales`` float32 [R, D / group].
+    """
+    rows, dim = weight.shape
+    qmax = 2 ** (bits - 1) - 1
+    grouped = weight.to(torch.float32).reshape(rows, dim // group, group)
+    scales = grouped.abs().amax(dim=-1).clamp(min=1e-12) / qmax
+    q = torch.clamp(torch.round(grouped / scales.unsqueeze(-1)), -qmax - 1, qmax).to(torch.int8).reshape(rows, dim)
+    return q, scales
+
+
 class QuantizedEmbedding(torch.nn.Module):
     """An ``nn.Embedding`` with its table quantized symmetrically per row or per group of columns.
 
@@ -123,9 +138,7 @@ class QuantizedEmbedding(torch.nn.Module):
             raise ValueError(f"group size {group_size} does not divide the embedding dimension {dim} "
                              f"(4-bit groups must also be even)")
         qmax = 2 ** (bits - 1) - 1
-        grouped = weight.reshape(rows, dim // group, group)
-        scales = grouped.abs().amax(dim=-1).clamp(min=1e-12) / qmax
-        q = torch.clamp(torch.round(grouped / scales.unsqueeze(-1)), -qmax - 1, qmax).to(torch.int8).reshape(rows, dim)
+        q, scales = quantize_rows(weight, bits, group)
         self.bits, self.qmin, self.qmax = bits, -qmax - 1, qmax
         self.register_buffer("weight", pack_4bit(q) if bits == 4 else q)
         self.register_buffer("scales", scales if group_size else scales.reshape(rows))

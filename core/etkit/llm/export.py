@@ -177,11 +177,10 @@ def _quantize_gguf_grid(module: torch.nn.Module, config: LlmConfig) -> None:
         quantize_on_grid(module, config.group_size, activations=dynamic, skip=("lm_head",))
     except GridError as exc:
         raise LlmExportError(str(exc)) from None
+    from ..dialects.quantized_embedding import quantize_rows
     head = module.lm_head
     weight = head.weight.detach()
-    # the rounding QuantizedEmbedding(bits=8) applies to the table, so the two hold equal bytes
-    scales = weight.to(torch.float32).abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127
-    q = torch.clamp(torch.round(weight.to(torch.float32) / scales), -128, 127).to(torch.int8)
+    q, scales = quantize_rows(weight, bits=8, group=weight.shape[1])  # QuantizedEmbedding's rounding: equal bytes
     head.weight = torch.nn.Parameter(int_weight(q, scales, weight.shape[1], weight.dtype, dynamic, bits=8),
                                      requires_grad=False)
 
