@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lib.dev_env import PY, ROOT, VENV, run, site_packages, xnnpack_prefix  # scripts/lib/dev_env.py
+from lib.dev_env import PY, ROOT, VENV, backend_link_args, run, site_packages, xnnpack_prefix  # scripts/lib/dev_env.py
 
 BUILD = ROOT / "build" / "fuzz"
 CLANG, CLANGXX = "clang-14", "clang++-14"
@@ -73,8 +73,7 @@ def trees() -> dict[str, Tree]:
     return {
         "runtime": Tree(ROOT / "runtime-cpp", [
             "-DETKIT_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={xnnpack};{site / 'etkit_xnnpack'}",
-            "-DETKIT_FUZZ_PACKAGES=etkit_xnnpack",
-            "-DETKIT_FUZZ_BACKENDS=etkit_xnnpack::delegate=etkit_xnnpack_register_backends"]),
+            *backend_link_args("fuzz.py", "xnnpack", "ETKIT_FUZZ")]),
         "xnnpack": Tree(ROOT / "plugins" / "xnnpack", [
             "-DETKIT_XNNPACK_BUILD_FUZZ=ON", f"-DXNNPACK_ROOT={xnnpack}", f"-DCMAKE_PREFIX_PATH={site / 'etkit'}"]),
         "vulkan": Tree(ROOT / "plugins" / "vulkan", [

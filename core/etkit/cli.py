@@ -63,7 +63,7 @@ def _runs_here(requirements) -> str:
         backends = set(runtime.backend_registry.registered_backend_names)
     except ImportError as exc:
         return f"runs here: unknown (etkit's runtime is not importable: {exc})"
-    from .fallback import FALLBACK_SUFFIX
+    from .runtime import FALLBACK_METHOD_SUFFIX as FALLBACK_SUFFIX
     reasons = {}
     try:
         from .plugins.manager import get_backend_specs

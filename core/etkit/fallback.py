@@ -20,10 +20,13 @@ from typing import Iterable, Optional, Union
 
 from torch.export import ExportedProgram
 
+from ._runtime import FALLBACK_METHOD_SUFFIX
+
 from .edge_lowering import decompose_unwanted, lower_edge_program
 
-#: Name suffix of a twin plan; the C++ runtime's ``kFallbackMethodSuffix`` is the same string.
-FALLBACK_SUFFIX = "#fallback"
+#: Name suffix of a twin plan: the C++ runtime's ``kFallbackMethodSuffix`` (one definition, read through the
+#: runtime's binding).
+FALLBACK_SUFFIX = FALLBACK_METHOD_SUFFIX
 
 
 class FallbackError(ValueError):

@@ -460,6 +460,7 @@ NB_MODULE(_runtime, m) {
   }
   m.attr("EtkitRuntimeError") = g_error_type;
   m.attr("BACKEND_ABI_VERSION") = ETKIT_BACKEND_ABI_VERSION;
+  m.attr("FALLBACK_METHOD_SUFFIX") = rt::kFallbackMethodSuffix;
 
   rt::register_pal(rt::PalImpl::create(&python_log_sink, __FILE__));
 

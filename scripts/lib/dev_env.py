@@ -32,3 +32,15 @@ def xnnpack_prefix(tool: str) -> str:
     if not path.is_file() or not path.read_text().strip():
         sys.exit(f"{tool}: no XNNPACK build ({path}): run `make xnnpack install` first")
     return path.read_text().strip()
+
+
+def backend_link_args(tool: str, plugins: str, prefix: str) -> list[str]:
+    """The CMake arguments that link the installed ``plugins`` (comma-separated) into a native tree, read from
+    their ``BackendSpec``s by ``etkit.native.runner_build`` (``-D<prefix>_PACKAGES=...``,
+    ``-D<prefix>_BACKENDS=<target>=<register function>;...``)."""
+    proc = subprocess.run([str(PY), "-m", "etkit.native.runner_build", "--cmake-args", plugins, "--prefix", prefix],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        sys.exit(f"{tool}: cannot read the CMake arguments of {plugins} from their BackendSpecs: "
+                 f"{proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.split()

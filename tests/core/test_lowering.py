@@ -111,18 +111,19 @@ def test_duplicate_backend_id_is_an_error(toy_plugin):
         toy_plugin.remove_plugin("again")
 
 
-def test_incompatible_plugin_api_is_refused_naming_both_versions():
-    class Future:
+@pytest.mark.parametrize("stated", ["1.0", "3.0"])
+def test_incompatible_plugin_api_is_refused_naming_both_versions(stated):
+    class Other:
         @hookimpl
         def etkit_register_backends(self, register):
-            register(BackendSpec(backend_id="FutureBackend", backend_details="x:y", plugin_api="2.0", version="9.9"))
+            register(BackendSpec(backend_id="OtherBackend", backend_details="x:y", plugin_api=stated, version="9.9"))
     manager = get_plugin_manager()
-    manager.add_plugin(Future(), name="future")
+    manager.add_plugin(Other(), name="other")
     try:
-        with pytest.raises(PluginError, match=r"plugin API 2\.0.*provides plugin API 1\.0"):
+        with pytest.raises(PluginError, match=rf"plugin API {stated[0]}\.0.*provides plugin API 2\.0"):
             manager.registry.specs()
     finally:
-        manager.remove_plugin("future")
+        manager.remove_plugin("other")
 
 
 def test_misspelled_hook_fails_loudly():

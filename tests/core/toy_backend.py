@@ -53,9 +53,14 @@ class ToyPartitioner(Partitioner):
 
 
 class ToyPlugin:
-    """The plugin object, as an entry point module would be."""
+    """The plugin object, as an entry point module would be. ``behaviour`` adds ``BackendSpec`` fields (e.g.
+    ``describe_payload=...``) to the toy backend's spec."""
+
+    def __init__(self, **behaviour):
+        self.behaviour = behaviour
 
     @hookimpl
     def etkit_register_backends(self, register):
         register(BackendSpec(backend_id=TOY_ID, backend_details=f"{__name__}:ToyBackend",
-                             partitioners={"ToyPartitioner": f"{__name__}:ToyPartitioner"}, version="0.0.1"))
+                             partitioners={"ToyPartitioner": f"{__name__}:ToyPartitioner"}, version="0.0.1",
+                             **self.behaviour))

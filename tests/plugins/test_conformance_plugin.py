@@ -1,5 +1,5 @@
 """The conformance suite's machinery, in-process and without native builds: backend resolution,
-tolerances (hook ``etkit_conformance_tolerance``), the tag checks, the archive symbol reader, and the
+tolerances (``BackendSpec.conformance_tolerance``), the tag checks, the archive symbol reader, and the
 pytest plugin's usage errors. (A full run against a real backend: tests/scaffold/test_new_backend.py.)"""
 from __future__ import annotations
 
@@ -14,17 +14,13 @@ import torch
 from etkit.backend import DelegationSpec, PartitionReport, Rejection
 from etkit.conformance import checks
 from etkit.conformance.cases import CASES
-from etkit.plugins import PluginError, get_plugin_manager, hookimpl
-from tests.core.conftest import toy_plugin  # noqa: F401 - the fixture
+from etkit.plugins import PluginError
+from tests.core.conftest import toy_backend_with, toy_plugin  # noqa: F401 - the fixture
 from tests.core.toy_backend import TOY_ID
 
 
-class _Loose:
-    @hookimpl
-    def etkit_conformance_tolerance(self, backend_id, dtype):
-        if backend_id == TOY_ID and dtype == torch.float16:
-            return (0.5, 0.25)
-        return None
+def _loose(dtype):
+    return (0.5, 0.25) if dtype == torch.float16 else None
 
 
 def test_backend_is_found_by_id_or_plugin_name(toy_plugin):
@@ -41,32 +37,20 @@ def test_unknown_backend_lists_the_installed_ones(toy_plugin):
         checks.resolve_backend(TOY_ID, partitioner="Other")
 
 
-def test_tolerance_defaults_and_the_hook(toy_plugin):
+def test_tolerance_defaults_and_the_backend_spec_field(toy_plugin):
     assert checks.tolerance(TOY_ID, torch.float32) == (1e-4, 1e-4)
     assert checks.tolerance(TOY_ID, torch.int64) == (0.0, 0.0)
-    manager = get_plugin_manager()
-    manager.add_plugin(_Loose(), name="loose")
-    try:
+    with toy_backend_with(conformance_tolerance=_loose):
         assert checks.tolerance(TOY_ID, torch.float16) == (0.5, 0.25)
-        assert checks.tolerance(TOY_ID, torch.float32) == (1e-4, 1e-4)   # the hook returned None
+        assert checks.tolerance(TOY_ID, torch.float32) == (1e-4, 1e-4)   # the field returned None
         assert checks.resolve_backend(TOY_ID, atol=1.0).tolerance(torch.float16) == (1.0, 0.25)
-    finally:
-        manager.remove_plugin("loose")
+        assert checks.tolerance("OtherBackend", torch.float16) == (1e-2, 1e-2)   # not installed: the default
 
 
 def test_a_malformed_tolerance_is_a_plugin_error(toy_plugin):
-    class Bad:
-        @hookimpl
-        def etkit_conformance_tolerance(self, backend_id, dtype):
-            return "loose"
-
-    manager = get_plugin_manager()
-    manager.add_plugin(Bad(), name="bad_tolerance")
-    try:
+    with toy_backend_with(conformance_tolerance=lambda dtype: "loose"):
         with pytest.raises(PluginError, match="expected \\(atol, rtol\\)"):
             checks.tolerance(TOY_ID, torch.float32)
-    finally:
-        manager.remove_plugin("bad_tolerance")
 
 
 def _snapshot(report, tags=None, nodes=None):
@@ -146,41 +130,32 @@ def test_without_the_option_the_plugin_collects_nothing_extra(tmp_path):
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
 
 
-class _Prepares:
-    """A backend that runs only a transformed version of each case (as an int8 NPU runs quantized programs),
-    and has a host-side reference execution."""
+class _Doubled(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
 
-    @hookimpl
-    def etkit_conformance_prepare(self, backend_id, module, example_inputs):
-        if backend_id != TOY_ID:
-            return None
-
-        class Doubled(torch.nn.Module):
-            def __init__(self, inner):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, *xs):
-                return self.inner(*xs) * 2
-
-        return Doubled(module)
-
-    @hookimpl
-    def etkit_conformance_reference_run(self, backend_id, program, inputs):
-        if backend_id != TOY_ID:
-            return None
-        return [torch.full((2,), float(len(inputs)))]
+    def forward(self, *xs):
+        return self.inner(*xs) * 2
 
 
-def test_prepare_and_reference_run_hooks(toy_plugin):
-    """``etkit_conformance_prepare`` replaces the case's module (eager outputs come from the prepared one, and
-    the lowered case says it was prepared); ``etkit_conformance_reference_run`` answers for its backend only."""
-    manager = get_plugin_manager()
+def _prepares(module, example_inputs):
+    """A backend that runs only a transformed version of each case (as an int8 NPU runs quantized programs)."""
+    return _Doubled(module)
+
+
+def _reference_run(program, inputs):
+    """A host-side reference execution."""
+    return [torch.full((2,), float(len(inputs)))]
+
+
+def test_prepare_and_reference_run_fields(toy_plugin):
+    """``BackendSpec.conformance_prepare`` replaces the case's module (eager outputs come from the prepared one,
+    and the lowered case says it was prepared); ``conformance_reference_run`` answers for its backend only."""
     module = torch.nn.Identity()
     assert checks.prepare_case(TOY_ID, module, (torch.ones(2),)) is None
     assert checks.reference_run(TOY_ID, None, (torch.ones(2),)) is None
-    manager.add_plugin(_Prepares(), name="prepares")
-    try:
+    with toy_backend_with(conformance_prepare=_prepares, conformance_reference_run=_reference_run):
         prepared = checks.prepare_case(TOY_ID, module, (torch.ones(2),))
         assert torch.equal(prepared(torch.ones(2)), torch.full((2,), 2.0))
         assert checks.prepare_case("OtherBackend", module, (torch.ones(2),)) is None
@@ -191,20 +166,9 @@ def test_prepare_and_reference_run_hooks(toy_plugin):
         module_, inputs = case.build()
         assert lowered.prepared
         torch.testing.assert_close(lowered.eager_outputs[0], module_(*inputs) * 2)
-    finally:
-        manager.remove_plugin("prepares")
 
 
-def test_a_prepare_hook_must_return_a_module(toy_plugin):
-    class Bad:
-        @hookimpl
-        def etkit_conformance_prepare(self, backend_id, module, example_inputs):
-            return "quantized"
-
-    manager = get_plugin_manager()
-    manager.add_plugin(Bad(), name="bad_prepare")
-    try:
+def test_a_prepare_field_must_return_a_module(toy_plugin):
+    with toy_backend_with(conformance_prepare=lambda module, example_inputs: "quantized"):
         with pytest.raises(PluginError, match="expected a torch.nn.Module"):
             checks.prepare_case(TOY_ID, torch.nn.Identity(), ())
-    finally:
-        manager.remove_plugin("bad_prepare")

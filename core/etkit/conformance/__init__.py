@@ -5,8 +5,8 @@
 For the backend's default-constructed partitioner, every program of :data:`cases.CASES` (single ops and
 small models) is lowered with ``etkit.to_edge_transform_and_lower``, written to a ``.pte``, loaded with
 ``etkit.runtime.Runtime`` and run. A program with anything delegated must match torch eager (float32:
-``atol = rtol = 1e-4`` unless the backend declares otherwise through the ``etkit_conformance_tolerance``
-hook); a program with nothing delegated is skipped as ``not delegated: <reasons from the partition
+``atol = rtol = 1e-4`` unless the backend declares otherwise through ``BackendSpec.conformance_tolerance``);
+a program with nothing delegated is skipped as ``not delegated: <reasons from the partition
 report>``. Contract checks: tags only on nodes the partitioner supports, with this backend's
 ``DelegationSpec``; deterministic ``preprocess``; the init/execute/destroy lifecycle; registration (the
 runtime module registers the backend id; the CMake package's static library defines the register

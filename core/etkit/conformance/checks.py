@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 #: Default tolerances against torch eager, by output dtype name; a backend may declare others through
-#: the ``etkit_conformance_tolerance`` hook.
+#: ``BackendSpec.conformance_tolerance``.
 DEFAULT_TOLERANCES = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2),
                       "float64": (1e-7, 1e-7)}
 
@@ -102,23 +102,36 @@ def default_tolerance(dtype) -> tuple[float, float]:
     return DEFAULT_TOLERANCES.get(str(dtype).replace("torch.", ""), (0.0, 0.0))
 
 
+def _behaviour(backend_id: str, field_name: str):
+    """``BackendSpec.<field_name>`` of ``backend_id`` as a function, or ``None`` (the field is unset, or no
+    installed plugin registers ``backend_id``)."""
+    from ..plugins import BackendNotFoundError, get_backend_spec
+
+    try:
+        spec = get_backend_spec(backend_id)
+    except BackendNotFoundError:
+        return None
+    return spec.resolve(field_name)
+
+
 def tolerance(backend_id: str, dtype) -> tuple[float, float]:
     """``(atol, rtol)`` for comparing an output of ``dtype`` with eager: the backend's declaration
-    (hook ``etkit_conformance_tolerance``) or :data:`DEFAULT_TOLERANCES` (exact for other dtypes).
+    (``BackendSpec.conformance_tolerance``) or :data:`DEFAULT_TOLERANCES` (exact for other dtypes).
 
     Raises:
-        etkit.plugins.PluginError: the hook returned something other than two non-negative numbers.
+        etkit.plugins.PluginError: the declaration returned something other than two non-negative numbers.
     """
-    from ..plugins import PluginError, get_plugin_manager
+    from ..plugins import PluginError
 
-    declared = get_plugin_manager().pm.hook.etkit_conformance_tolerance(backend_id=backend_id, dtype=dtype)
+    declare = _behaviour(backend_id, "conformance_tolerance")
+    declared = None if declare is None else declare(dtype)
     if declared is not None:
         try:
             atol, rtol = (float(v) for v in declared)
         except (TypeError, ValueError):
             atol = rtol = -1.0
         if atol < 0 or rtol < 0:
-            raise PluginError(f"etkit_conformance_tolerance for {backend_id} returned {declared!r}; expected "
+            raise PluginError(f"BackendSpec.conformance_tolerance of {backend_id} returned {declared!r}; expected "
                               f"(atol, rtol) with both >= 0, or None")
         return atol, rtol
     return default_tolerance(dtype)
@@ -166,7 +179,7 @@ class LoweredCase:
     snapshots: list = field(default_factory=list)
     delegates: list = field(default_factory=list)
     pte: bytes = b""
-    prepared: bool = False  # the backend's etkit_conformance_prepare replaced the case's module
+    prepared: bool = False  # the backend's BackendSpec.conformance_prepare replaced the case's module
 
     @property
     def delegated(self) -> bool:
@@ -240,30 +253,28 @@ def lower_case(backend: BackendUnderTest, case) -> LoweredCase:
 
 
 def prepare_case(backend_id: str, module, inputs):
-    """The backend's own version of a case's module (hook ``etkit_conformance_prepare``), or ``None``.
+    """The backend's own version of a case's module (``BackendSpec.conformance_prepare``), or ``None``.
 
     Raises:
-        etkit.plugins.PluginError: the hook returned something that is not a ``torch.nn.Module``.
+        etkit.plugins.PluginError: it returned something that is not a ``torch.nn.Module``.
     """
     import torch
 
-    from ..plugins import PluginError, get_plugin_manager
+    from ..plugins import PluginError
 
-    prepared = get_plugin_manager().pm.hook.etkit_conformance_prepare(
-        backend_id=backend_id, module=module, example_inputs=tuple(inputs))
+    prepare = _behaviour(backend_id, "conformance_prepare")
+    prepared = None if prepare is None else prepare(module, tuple(inputs))
     if prepared is not None and not isinstance(prepared, torch.nn.Module):
-        raise PluginError(f"etkit_conformance_prepare for {backend_id} returned {type(prepared).__name__}; "
+        raise PluginError(f"BackendSpec.conformance_prepare of {backend_id} returned {type(prepared).__name__}; "
                           f"expected a torch.nn.Module or None")
     return prepared
 
 
 def reference_run(backend_id: str, manager, inputs):
-    """The backend's host-side reference execution of a lowered program (hook
-    ``etkit_conformance_reference_run``): a list of output tensors, or ``None`` if it offers none."""
-    from ..plugins import get_plugin_manager
-
-    outputs = get_plugin_manager().pm.hook.etkit_conformance_reference_run(
-        backend_id=backend_id, program=manager, inputs=tuple(inputs))
+    """The backend's host-side reference execution of a lowered program
+    (``BackendSpec.conformance_reference_run``): a list of output tensors, or ``None`` if it offers none."""
+    run = _behaviour(backend_id, "conformance_reference_run")
+    outputs = None if run is None else run(manager, tuple(inputs))
     return None if outputs is None else list(outputs)
 
 

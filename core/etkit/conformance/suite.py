@@ -184,7 +184,7 @@ def test_fallback_twin_matches_eager(case, backend, lowered, tmp_path):
 
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_reference_run_matches_eager(case, backend, lowered):
-    """Where the backend offers a host-side reference execution (hook ``etkit_conformance_reference_run``:
+    """Where the backend offers a host-side reference execution (``BackendSpec.conformance_reference_run``:
     a vendor reference model or simulator), the delegated program run on it matches eager."""
     _require_delegated(backend, lowered)
     outputs = checks.reference_run(backend.backend_id, lowered.manager, lowered.inputs)

@@ -183,6 +183,13 @@ def _explain_unknown_hooks(message: str) -> str:
     known = [n for n in dir(hookspecs) if n.startswith("etkit_")]
     hints = []
     for unknown in re.findall(r"unknown hook '([^']+)'", message):
+        moved = hookspecs.MOVED_TO_BACKEND_SPEC.get(unknown)
+        if moved:
+            hints.append(f"{unknown!r} is a plugin API 1.x hook; in plugin API {hookspecs.PLUGIN_API_VERSION} it is "
+                         f"the BackendSpec field {moved!r} (a function or 'module:function' string without the "
+                         f"backend_id argument): move it there and state plugin_api={hookspecs.PLUGIN_API_VERSION!r}, "
+                         f"or install a plugin version built for this etkit.")
+            continue
         close = difflib.get_close_matches(unknown, known, n=1)
         if close:
             hints.append(f"did you mean {close[0]!r} instead of {unknown!r}?")

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Union
+
+from .hookspecs import PLUGIN_API_VERSION
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class BackendSpec:
     """One backend, as a plugin registers it through ``etkit_register_backends``.
 
     Class-valued fields are given as ``"module:attribute"`` strings so that listing plugins imports nothing
-    heavy; :meth:`load` resolves them.
+    heavy; :meth:`load_backend_details`, :meth:`load_partitioner` and :meth:`load_quantizer` import them.
 
     Attributes:
         backend_id: the id stored in ``BackendDelegate.id`` of a ``.pte`` (e.g. ``"MyBackend"``); must
@@ -47,6 +49,31 @@ class BackendSpec:
             OS framework, a vendor NPU). ``ExecutorchBackendConfig(delegate_fallback=True)`` gives every
             method that delegates to such a backend a twin lowered without it, which the runtime runs
             when the backend is unavailable (docs/fallback.md).
+
+    Per-backend behaviour of the tools (plugin API 2.0; in 1.x these were first-result hooks). Each is
+    ``None`` (the core's default), a callable, or a ``"module:function"`` string imported on first use
+    (:meth:`resolve`), so listing plugins stays light:
+
+        describe_payload: ``(processed: bytes, compile_specs: dict[str, bytes]) -> list[str]``: lines
+            ``etkit inspect`` prints under each of this backend's delegates (the compiled graph's name,
+            target, inputs/outputs, op counts). An exception is shown as "could not describe", never fails
+            the inspection. Default: only the payload's size.
+        dump_payload: ``(processed, compile_specs, directory: str, stem: str) -> list[str]``: write one
+            payload as the files the vendor's tools read, for ``etkit inspect --dump DIR``; returns the paths
+            written (``stem`` is ``<method>_<delegate index>``, unique per delegate). Default: the raw payload
+            as ``<stem>.<backend_id>.bin``.
+        conformance_tolerance: ``(dtype: torch.dtype) -> tuple[float, float] | None``: ``(atol, rtol)`` for
+            comparing an output of ``dtype`` with eager in the conformance suite; ``None`` keeps the
+            default (``etkit.conformance.checks.DEFAULT_TOLERANCES``: 1e-4 for float32, 1e-2 for
+            float16/bfloat16, exact for integers).
+        conformance_prepare: ``(module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...]) ->
+            torch.nn.Module | None``: the module the suite exports instead of a case's float module (a
+            backend that runs only quantized programs returns it quantized with its own PT2E quantizer,
+            calibrated on ``example_inputs``); eager outputs then come from the returned module.
+        conformance_reference_run: ``(program: EdgeProgramManager, inputs: tuple[torch.Tensor, ...]) ->
+            list[torch.Tensor] | None``: run the lowered program's ``"forward"`` on a host-side model of the
+            hardware (a vendor reference model or simulator), for the suite's "reference" mode when the
+            hardware is absent.
     """
 
     backend_id: str
@@ -57,10 +84,15 @@ class BackendSpec:
     cmake_package: Optional[str] = None
     cmake_target: Optional[str] = None
     register_function: Optional[str] = None
-    plugin_api: str = "1.0"
+    plugin_api: str = PLUGIN_API_VERSION
     version: str = "unknown"
     availability: Callable[[], Availability] = _always_available
     runs_everywhere: bool = True
+    describe_payload: Union[None, str, Callable[..., Any]] = None
+    dump_payload: Union[None, str, Callable[..., Any]] = None
+    conformance_tolerance: Union[None, str, Callable[..., Any]] = None
+    conformance_prepare: Union[None, str, Callable[..., Any]] = None
+    conformance_reference_run: Union[None, str, Callable[..., Any]] = None
 
     def is_available(self) -> Availability:
         """Ask the plugin whether this backend can run here; an exception counts as unavailable."""
@@ -76,6 +108,61 @@ class BackendSpec:
     def load_backend_details(self):
         """Import and return the ``BackendDetails`` class."""
         return load_object(self.backend_details)
+
+    def load_partitioner(self, name: str):
+        """Import and return the partitioner class registered as ``name`` in :attr:`partitioners`.
+
+        Raises:
+            KeyError: no partitioner of that name; the message lists the backend's partitioners.
+        """
+        return load_object(self._named(self.partitioners, name, "partitioner"))
+
+    def load_quantizer(self, name: Optional[str] = None):
+        """Import and return the PT2E quantizer class registered as ``name`` in :attr:`quantizers` (the first
+        one when ``name`` is ``None``), e.g. to quantize a model for this backend before ``torch.export``.
+
+        Raises:
+            KeyError: the backend registers no quantizer, or none of that name (the message lists them).
+        """
+        if name is None:
+            if not self.quantizers:
+                raise KeyError(f"backend {self.backend_id!r} registers no quantizer in its BackendSpec")
+            name = next(iter(self.quantizers))
+        return load_object(self._named(self.quantizers, name, "quantizer"))
+
+    def _named(self, table: dict, name: str, kind: str) -> str:
+        try:
+            return table[name]
+        except KeyError:
+            raise KeyError(f"backend {self.backend_id!r} has no {kind} {name!r}; it registers "
+                           f"{', '.join(table) or 'none'}") from None
+
+    def resolve(self, field_name: str) -> Optional[Callable[..., Any]]:
+        """The callable in per-backend behaviour field ``field_name`` (``describe_payload``, ``dump_payload``,
+        ``conformance_tolerance``, ``conformance_prepare``, ``conformance_reference_run``), importing a
+        ``"module:function"`` string on first use; ``None`` when the plugin leaves the core's default.
+
+        Raises:
+            ValueError: ``field_name`` is not one of those fields.
+            ImportError: the string names a module or function that does not exist.
+            TypeError: the field (or what the string names) is not callable.
+        """
+        if field_name not in BEHAVIOUR_FIELDS:
+            raise ValueError(f"{field_name!r} is not a per-backend behaviour field of BackendSpec "
+                             f"({', '.join(BEHAVIOUR_FIELDS)})")
+        value = getattr(self, field_name)
+        if value is None:
+            return None
+        function = load_object(value) if isinstance(value, str) else value
+        if not callable(function):
+            raise TypeError(f"BackendSpec({self.backend_id!r}).{field_name} is {function!r}, which is not callable; "
+                            f"give a function or a 'module:function' string")
+        return function
+
+
+#: The ``BackendSpec`` fields that hold per-backend behaviour of the tools (see :class:`BackendSpec`).
+BEHAVIOUR_FIELDS = ("describe_payload", "dump_payload", "conformance_tolerance", "conformance_prepare",
+                    "conformance_reference_run")
 
 
 def load_object(ref: str):

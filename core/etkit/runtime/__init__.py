@@ -51,6 +51,9 @@ __all__ = [
 ]
 
 BACKEND_ABI_VERSION: int = _runtime.BACKEND_ABI_VERSION
+#: Name suffix of a method's fallback twin plan (``"<method>#fallback"``, ``ExecutorchBackendConfig(
+#: delegate_fallback=True)``); the C++ runtime's ``kFallbackMethodSuffix``.
+FALLBACK_METHOD_SUFFIX: str = _runtime.FALLBACK_METHOD_SUFFIX
 
 
 class Verification(enum.IntEnum):
@@ -459,7 +462,12 @@ class Program:
                 its plugin"), or a backend's init failure.
         """
         if self._runtime is not None:
-            self._runtime._register_backends(self.metadata(name).backends)
+            backends = list(self.metadata(name).backends)
+            try:  # the method's fallback twin, which runs when a backend of the primary plan cannot
+                backends += self.metadata(name + FALLBACK_METHOD_SUFFIX).backends
+            except EtkitRuntimeError:
+                pass  # the program carries no twin for this method
+            self._runtime._register_backends(backends)
         try:
             native = self._native.load_method(name, self._etdump)
         except EtkitRuntimeError as exc:

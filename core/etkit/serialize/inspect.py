@@ -187,17 +187,25 @@ def _delegate_payload(delegate, layout: PteLayout, data: bytes) -> bytes:
     return bytes(as_bytes(layout.program.backendDelegateData[processed.index].data))
 
 
-def _plugin_description(delegate, layout: PteLayout, data: bytes) -> list[str]:
-    """Lines the backend's plugin gives for this payload (hook ``etkit_describe_payload``)."""
+def _backend_behaviour(backend_id: str, field_name: str):
+    """The ``BackendSpec.<field_name>`` function of ``backend_id``'s plugin, or ``None`` (no plugin machinery, no
+    such backend installed, or the plugin keeps the default)."""
     try:
-        from etkit.plugins import get_plugin_manager
-        hook = get_plugin_manager().pm.hook.etkit_describe_payload
-    except Exception:  # no plugin machinery: nothing to add
-        return []
+        from etkit.plugins import get_backend_spec
+        spec = get_backend_spec(backend_id)
+    except Exception:  # no plugin machinery, or the backend is not installed: the core's default
+        return None
+    return spec.resolve(field_name)
+
+
+def _plugin_description(delegate, layout: PteLayout, data: bytes) -> list[str]:
+    """Lines the backend's plugin gives for this payload (``BackendSpec.describe_payload``)."""
     specs = {_text(s.key): bytes(as_bytes(s.value)) for s in delegate.compileSpecs or []}
     try:
-        lines = hook(backend_id=_text(delegate.id), processed=_delegate_payload(delegate, layout, data),
-                     compile_specs=specs)
+        describe = _backend_behaviour(_text(delegate.id), "describe_payload")
+        if describe is None:
+            return []
+        lines = describe(_delegate_payload(delegate, layout, data), specs)
     except Exception as exc:  # a plugin's bug must not hide the rest of the program
         return [f"(its plugin could not describe the payload: {type(exc).__name__}: {exc})"]
     return [str(line) for line in lines or []]
@@ -257,24 +265,21 @@ def delegate_payloads(path_or_bytes: str | os.PathLike | bytes) -> list[tuple]:
 
 
 def dump_payloads(path_or_bytes: str | os.PathLike | bytes, directory: str | os.PathLike) -> list[str]:
-    """Write every delegate's payload under ``directory`` (created): as the backend's plugin lays it out (hook
-    ``etkit_dump_payload``), else raw as ``<method>_<index>.<backend id>.bin``. Returns one line per delegate
+    """Write every delegate's payload under ``directory`` (created): as the backend's plugin lays it out
+    (``BackendSpec.dump_payload``), else raw as ``<method>_<index>.<backend id>.bin``. Returns one line per delegate
     saying what was written (or why nothing was).
 
     Raises:
         PteFormatError: the data is not a .pte this etkit reads.
         OSError: the path cannot be read or the directory cannot be written.
     """
-    from etkit.plugins import get_plugin_manager
-
     os.makedirs(directory, exist_ok=True)
-    hook = get_plugin_manager().pm.hook.etkit_dump_payload
     lines = []
     for method, index, backend_id, payload, specs in delegate_payloads(path_or_bytes):
         stem = f"{method}_{index}"
         try:
-            written = hook(backend_id=backend_id, processed=payload, compile_specs=specs,
-                           directory=os.fspath(directory), stem=stem)
+            dump = _backend_behaviour(backend_id, "dump_payload")
+            written = None if dump is None else dump(payload, specs, os.fspath(directory), stem)
         except Exception as exc:  # a plugin's bug: fall back to the raw bytes
             lines.append(f"{stem} ({backend_id}): its plugin could not dump it ({type(exc).__name__}: {exc}); "
                          f"writing the raw payload")

@@ -28,6 +28,11 @@ def availability() -> Availability:
     return Availability(False, unavailable_reason())
 
 
+def conformance_tolerance(dtype):
+    """Core ML computes in fp16 by default (compute_precision=FLOAT16): (atol, rtol) = (0.05, 0.05)."""
+    return (5e-2, 5e-2)
+
+
 @hookimpl
 def etkit_register_backends(register) -> None:
     """Register ``CoreMLBackend``: preprocess, partitioner and quantizer; no runtime off Apple platforms."""
@@ -37,25 +42,10 @@ def etkit_register_backends(register) -> None:
         partitioners={"CoreMLPartitioner": "etkit_coreml.partitioner:CoreMLPartitioner"},
         quantizers={"CoreMLQuantizer": "etkit_coreml.quantizer:CoreMLQuantizer"},
         runtime_module=None,
-        plugin_api="1.0",
+        describe_payload="etkit_coreml.payload.describe:describe_payload",
+        conformance_tolerance=conformance_tolerance,
+        plugin_api="2.0",
         version=distribution_version("etkit-coreml"),
         availability=availability,
         runs_everywhere=False,
     ))
-
-
-@hookimpl
-def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict):
-    """For ``etkit inspect``: the Core ML model's identifier, inputs, outputs, spec version and op counts."""
-    if backend_id != BACKEND_ID:
-        return None
-    from .payload.describe import describe_payload
-    return describe_payload(processed)
-
-
-@hookimpl
-def etkit_conformance_tolerance(backend_id: str, dtype):
-    """Core ML computes in fp16 by default (compute_precision=FLOAT16)."""
-    if backend_id == BACKEND_ID:
-        return (5e-2, 5e-2)
-    return None

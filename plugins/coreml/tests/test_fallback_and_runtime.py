@@ -123,18 +123,19 @@ def test_inspect_says_which_plan_runs_here(mobilenet, tmp_path):
     out = inspect(twin)
     assert "runs here: yes" in out
     assert "method 'forward' runs its fallback plan 'forward#fallback' here" in out and LINUX_MESSAGE in out
-    # the plugin's etkit_describe_payload hook: the Core ML model under its delegate
+    # BackendSpec.describe_payload: the Core ML model under its delegate
     assert "       Core ML model executorch_" in out
     assert "mlProgram, specification version" in out and "conv 52" in out
 
 
-def test_describe_payload_hook_answers_for_core_ml_only():
+def test_describe_payload_is_the_backend_specs_and_reads_core_ml_payloads_only():
+    from etkit.plugins import get_backend_spec
     from etkit_coreml.payload.inmemoryfs import InMemoryFSError
-    from etkit_coreml.plugin import etkit_describe_payload
+    from etkit_coreml.plugin import BACKEND_ID
 
-    assert etkit_describe_payload(backend_id="XnnpackBackend", processed=b"x", compile_specs={}) is None
+    describe = get_backend_spec(BACKEND_ID).resolve("describe_payload")
     with pytest.raises(InMemoryFSError):
-        etkit_describe_payload(backend_id="CoreMLBackend", processed=b"not a payload", compile_specs={})
+        describe(b"not a payload", {})
 
 
 def test_docs_fallback_example_runs(tmp_path, monkeypatch):

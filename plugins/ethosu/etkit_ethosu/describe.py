@@ -1,4 +1,4 @@
-"""What ``etkit inspect`` shows for an Ethos-U delegate (hook ``etkit_describe_payload``)."""
+"""What ``etkit inspect`` shows for an Ethos-U delegate (``BackendSpec.describe_payload``)."""
 from __future__ import annotations
 
 from .payload import unpack
@@ -25,7 +25,7 @@ def describe_payload(processed: bytes, compile_specs: dict) -> list[str]:
     return lines
 
 
-def dump_payload(processed: bytes, directory: str, stem: str) -> list[str]:
+def dump_payload(processed: bytes, compile_specs: dict, directory: str, stem: str) -> list[str]:
     """Write ``<stem>.cmd_data.bin`` (the command stream), ``<stem>.weight_data.bin`` and, when kept,
     ``<stem>.tosa`` (the TOSA 1.0 flatbuffer, for ``tosa_reference_model``, Vela or ``flatc`` with
     ``tosa.fbs``) into ``directory``; returns the paths."""

@@ -17,7 +17,7 @@ def _tensor(t) -> str:
             f"(float32 at the delegate, converted on the CPU)")
 
 
-def describe_payload(processed: bytes) -> list[str]:
+def describe_payload(processed: bytes, compile_specs: dict | None = None) -> list[str]:
     """Lines: the QNN graph's name, the SoC and HTP architecture, precision, QNN SDK, context size and I/O."""
     p = unpack(processed)
     try:
@@ -32,7 +32,7 @@ def describe_payload(processed: bytes) -> list[str]:
     return lines
 
 
-def dump_payload(processed: bytes, directory: str, stem: str) -> list[str]:
+def dump_payload(processed: bytes, compile_specs: dict, directory: str, stem: str) -> list[str]:
     """Write ``<stem>.qnn_context.bin`` (the raw QNN context binary) and ``<stem>.qnn.json`` (the metadata)."""
     p = unpack(processed)
     binary = os.path.join(directory, f"{stem}.qnn_context.bin")

@@ -30,6 +30,20 @@ def availability() -> Availability:
     return Availability(True)
 
 
+def conformance_prepare(module, example_inputs):
+    """The default compile specs are quantized: each conformance case is quantized with ``QnnQuantizer``,
+    calibrated on the case's inputs. 16-bit activations (16a8w), so that the comparison checks the lowering to
+    within a 16-bit step; 8a8w models are checked against LSB-based tolerances in the plugin's own tests."""
+    from .quantizer import QuantDtype, quantize_for_qnn
+    return quantize_for_qnn(module, example_inputs, quant_dtype=QuantDtype.use_16a8w)
+
+
+def conformance_tolerance(dtype):
+    """Against the PT2E reference (16a8w, see :func:`conformance_prepare`): the suite's outputs reach |85|, whose
+    16-bit step is 0.0026; the HTP is within 10 steps (measured 0.024 on the MLP case), so 0.05 absolute plus 1%."""
+    return (0.05, 0.01)
+
+
 @hookimpl
 def etkit_register_backends(register) -> None:
     """Register ``QnnBackend``: preprocess, partitioner, quantizer, runtime module and native library."""
@@ -41,47 +55,12 @@ def etkit_register_backends(register) -> None:
         runtime_module=RUNTIME_MODULE,
         cmake_package="etkit_qnn",
         register_function="etkit_qnn_register_backends",
-        plugin_api="1.0",
+        describe_payload="etkit_qnn.describe:describe_payload",
+        dump_payload="etkit_qnn.describe:dump_payload",
+        conformance_prepare=conformance_prepare,
+        conformance_tolerance=conformance_tolerance,
+        plugin_api="2.0",
         version=distribution_version("etkit-qnn"),
         availability=availability,
         runs_everywhere=False,
     ))
-
-
-@hookimpl
-def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict):
-    """For ``etkit inspect``: the QNN graph's name, SoC, HTP architecture, precision, SDK and I/O."""
-    if backend_id != BACKEND_ID:
-        return None
-    from .describe import describe_payload
-    return describe_payload(processed)
-
-
-@hookimpl
-def etkit_dump_payload(backend_id: str, processed: bytes, compile_specs: dict, directory: str, stem: str):
-    """For ``etkit inspect --dump DIR``: the context binary (``<stem>.qnn_context.bin``, what QNN's
-    ``qnn-context-binary-utility`` reads) and the metadata as JSON."""
-    if backend_id != BACKEND_ID:
-        return None
-    from .describe import dump_payload
-    return dump_payload(processed, directory, stem)
-
-
-@hookimpl
-def etkit_conformance_prepare(backend_id: str, module, example_inputs):
-    """The default compile specs are quantized: each case is quantized with ``QnnQuantizer``, calibrated on the
-    case's inputs. 16-bit activations (16a8w), so that the comparison checks the lowering to within a 16-bit
-    step; 8a8w models are checked against LSB-based tolerances in the plugin's own tests."""
-    if backend_id != BACKEND_ID:
-        return None
-    from .quantizer import QuantDtype, quantize_for_qnn
-    return quantize_for_qnn(module, example_inputs, quant_dtype=QuantDtype.use_16a8w)
-
-
-@hookimpl
-def etkit_conformance_tolerance(backend_id: str, dtype):
-    """Against the PT2E reference (16a8w, see ``etkit_conformance_prepare``): the suite's outputs reach |85|, whose
-    16-bit step is 0.0026; the HTP is within 10 steps (measured 0.024 on the MLP case), so 0.05 absolute plus 1%."""
-    if backend_id == BACKEND_ID:
-        return (0.05, 0.01)
-    return None

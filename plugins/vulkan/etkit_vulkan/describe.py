@@ -1,4 +1,4 @@
-"""What ``etkit inspect`` shows for a Vulkan payload (hook ``etkit_describe_payload``)."""
+"""What ``etkit inspect`` shows for a Vulkan payload (``BackendSpec.describe_payload``)."""
 from __future__ import annotations
 
 import collections

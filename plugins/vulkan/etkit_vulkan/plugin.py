@@ -39,17 +39,9 @@ def etkit_register_backends(register) -> None:
         runtime_module=RUNTIME_MODULE,
         cmake_package="etkit_vulkan",
         register_function="etkit_vulkan_register_backends",
-        plugin_api="1.0",
+        describe_payload="etkit_vulkan.describe:describe_payload",
+        plugin_api="2.0",
         version=distribution_version("etkit-vulkan"),
         availability=availability,
         runs_everywhere=False,
     ))
-
-
-@hookimpl
-def etkit_describe_payload(backend_id: str, processed: bytes, compile_specs: dict):
-    """For ``etkit inspect``: storage, float type, inputs/outputs, operator counts, constants, memory objects."""
-    if backend_id != BACKEND_ID:
-        return None
-    from .describe import describe_payload
-    return describe_payload(processed, compile_specs)

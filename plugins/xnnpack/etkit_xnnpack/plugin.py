@@ -36,7 +36,7 @@ def etkit_register_backends(register) -> None:
         runtime_module=RUNTIME_MODULE,
         cmake_package="etkit_xnnpack",
         register_function="etkit_xnnpack_register_backends",
-        plugin_api="1.0",
+        plugin_api="2.0",
         version=distribution_version("etkit-xnnpack"),
         availability=availability,
     ))

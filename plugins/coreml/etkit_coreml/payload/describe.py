@@ -1,4 +1,4 @@
-"""A Core ML payload in a few lines, for ``etkit inspect`` (hook ``etkit_describe_payload``)."""
+"""A Core ML payload in a few lines, for ``etkit inspect`` (``BackendSpec.describe_payload``)."""
 from __future__ import annotations
 
 import collections
@@ -9,7 +9,7 @@ from . import inmemoryfs, model_package
 _MLMODEL = f"{model_package.MODEL_PACKAGE}/Data/com.apple.CoreML/model.mlmodel"
 
 
-def describe_payload(processed: bytes) -> list[str]:
+def describe_payload(processed: bytes, compile_specs: dict | None = None) -> list[str]:
     """Lines describing a Core ML delegate payload: what ``metadata.json`` says and, for an
     ``.mlpackage``, the ML Program's specification version and operation counts.
 
