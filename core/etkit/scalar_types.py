@@ -1,44 +1,17 @@
 """The ScalarType values stored in a program: element sizes, names, and the torch and numpy dtypes of the
 ones the runtime handles (torch-free: the runtime imports it).
 
-Numbering is schema/scalar_type.fbs (c10's ScalarType); sizes are c10's element sizes.
+The table is generated from schema/scalar_type.fbs (``_scalar_type_table.py``, by scripts/gen_scalar_types.py):
+numbering and sizes are the schema's, names are torch's dtype names.
 """
 
 from __future__ import annotations
 
+from ._scalar_type_table import SCALAR_TYPES as _GENERATED
+
 # value -> (name, bytes per element)
-_SCALAR_TYPES: dict[int, tuple[str, int]] = {
-    0: ("uint8", 1),
-    1: ("int8", 1),
-    2: ("int16", 2),
-    3: ("int32", 4),
-    4: ("int64", 8),
-    5: ("float16", 2),
-    6: ("float32", 4),
-    7: ("float64", 8),
-    8: ("complex32", 4),
-    9: ("complex64", 8),
-    10: ("complex128", 16),
-    11: ("bool", 1),
-    12: ("qint8", 1),
-    13: ("quint8", 1),
-    14: ("qint32", 4),
-    15: ("bfloat16", 2),
-    16: ("quint4x2", 1),
-    17: ("quint2x4", 1),
-    18: ("bits1x8", 1),
-    19: ("bits2x4", 1),
-    20: ("bits4x2", 1),
-    21: ("bits8", 1),
-    22: ("bits16", 2),
-    23: ("float8_e5m2", 1),
-    24: ("float8_e4m3fn", 1),
-    25: ("float8_e5m2fnuz", 1),
-    26: ("float8_e4m3fnuz", 1),
-    27: ("uint16", 2),
-    28: ("uint32", 4),
-    29: ("uint64", 8),
-}
+_SCALAR_TYPES: dict[int, tuple[str, int]] = {code: (name, size) for code, (_, name, size) in _GENERATED.items()}
+_CODE_OF_NAME = {name: code for code, (name, _) in _SCALAR_TYPES.items()}
 
 
 def is_known(scalar_type: int) -> bool:
@@ -57,10 +30,12 @@ def element_size(scalar_type: int) -> int:
 
 
 #: The ScalarTypes the runtime's tensors, kernels and Python API handle (the others can be read and printed,
-#: not run). Their names above are torch's dtype names, and numpy's where numpy has the type (not bfloat16):
-#: the one table the emitter (torch dtype -> ScalarType) and the runtime (ScalarType -> torch or numpy dtype)
-#: build theirs from.
-RUNTIME_SCALAR_TYPES = (0, 1, 2, 3, 4, 5, 6, 7, 11, 15, 27, 28, 29)
+#: not run). Their names are torch's dtype names, and numpy's where numpy has the type (not bfloat16): the one
+#: table the emitter (torch dtype -> ScalarType), the Edge dialect's dtype check and the runtime (ScalarType ->
+#: torch or numpy dtype) build theirs from.
+RUNTIME_SCALAR_TYPES = tuple(_CODE_OF_NAME[name] for name in (
+    "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool", "bfloat16",
+    "uint16", "uint32", "uint64"))
 
 #: ``{ScalarType: numpy dtype name}`` of the runtime's types numpy has.
 NUMPY_DTYPE_NAMES: dict[int, str] = {code: _SCALAR_TYPES[code][0] for code in RUNTIME_SCALAR_TYPES

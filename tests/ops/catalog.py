@@ -47,7 +47,7 @@ def op_by_name(name: str) -> torch._ops.OpOverload:
 _BACKWARD = ("a gradient op: it appears only in training graphs (autograd's backward), never in a model "
              "exported for inference, and etkit programs are inference programs")
 _COMPLEX = ("its input or output is complex, and complex dtypes are outside the dtype scope of this suite "
-            "(etkit's Edge dialect refuses them: schema/scalar_type.fbs lists them but no kernel handles them)")
+            "(schema/scalar_type.fbs has no complex types, so etkit's Edge dialect refuses them)")
 
 #: Ops with no case at all, and why. Everything else in :func:`core_aten_ops` gets cases.
 NOT_APPLICABLE: dict = {

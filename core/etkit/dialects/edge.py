@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..scalar_types import torch_dtypes
+
 aten = torch.ops.aten
 
 
@@ -71,11 +73,8 @@ SYM_SIZE_OPS = {aten.sym_size.int: ("aten::sym_size", "int"), aten.sym_numel.def
                 # Tensor.item(): a 1-element tensor's value as an Int/Double/Bool
                 aten._local_scalar_dense.default: ("aten::_local_scalar_dense", "")}
 
-#: Tensor dtypes a .pte can hold (``schema/scalar_type.fbs``).
-SUPPORTED_DTYPES = {
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
-    torch.float64, torch.bool, torch.bfloat16, torch.uint16, torch.uint32, torch.uint64,
-}
+#: Tensor dtypes a program can hold and the runtime can run (``etkit.scalar_types.RUNTIME_SCALAR_TYPES``).
+SUPPORTED_DTYPES = set(torch_dtypes().values())
 
 
 class EdgeDialectError(ValueError):

@@ -3,7 +3,7 @@ import torch
 
 from ..scalar_types import torch_dtypes
 
-#: torch dtype -> ScalarType, and back (the runtime's types, etkit/serialize/scalar_types.py).
+#: torch dtype -> ScalarType, and back (the runtime's types, etkit/scalar_types.py).
 DTYPE: dict = torch_dtypes()
 SCALAR_TYPE: dict = {v: k for k, v in DTYPE.items()}
 

@@ -64,7 +64,7 @@ ScalarType scalar_type_of(etkit_vulkan::fb::VkDataType t) {
     case etkit_vulkan::fb::VkDataType::UINT8: return ScalarType::Byte;
     case etkit_vulkan::fb::VkDataType::INT8: return ScalarType::Char;
     case etkit_vulkan::fb::VkDataType::FLOAT64: return ScalarType::Double;
-    default: return ScalarType::Undefined;
+    default: return etkit::runtime::kUndefinedScalarType;
   }
 }
 

@@ -80,7 +80,7 @@ class Tensor final {
   void set_capacity_nbytes(size_t n) { capacity_nbytes_ = n; }
 
  private:
-  ScalarType type_ = ScalarType::Undefined;
+  ScalarType type_ = kUndefinedScalarType;
   size_t dim_ = 0;
   SizesType* sizes_ = nullptr;
   DimOrderType* dim_order_ = nullptr;
