@@ -1,4 +1,5 @@
-"""The README's Python example runs as written (so the documented API cannot drift)."""
+"""The Python examples of the README and of the XNNPACK plugin's README (plugins/xnnpack/README.md: quantization,
+weights cache) run as written (so the documented API cannot drift)."""
 import pathlib
 import re
 
@@ -9,19 +10,31 @@ pytest.importorskip("etkit.runtime")
 pytest.importorskip("etkit_xnnpack")
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+XNNPACK_README = README.parent / "plugins" / "xnnpack" / "README.md"
 
 
-def _blocks():
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) >= 2, "README.md lost its python examples"
+def _blocks(readme: pathlib.Path):
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
+    assert len(blocks) >= 2, f"{readme} lost its python examples"
     return blocks
 
 
-def _block(marker: str) -> str:
-    """The README's python example containing ``marker``."""
-    found = [b for b in _blocks() if marker in b]
-    assert len(found) == 1, f"README.md should have exactly one python example containing {marker!r}"
+def _block(marker: str, readme: pathlib.Path = README) -> str:
+    """The python example of ``readme`` containing ``marker``."""
+    found = [b for b in _blocks(readme) if marker in b]
+    assert len(found) == 1, f"{readme} should have exactly one python example containing {marker!r}"
     return found[0]
+
+
+def test_xnnpack_readme_lowering_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "readme_example"}
+    # compares with eager itself
+    exec(compile(_block("small_xnnpack.pte", XNNPACK_README), str(XNNPACK_README), "exec"), scope)
+    (report,) = scope["edge"].partition_reports["forward"]
+    assert report.backend_id == "XnnpackBackend" and report.num_partitions == 1 and not report.rejected
+    assert report.format() in capsys.readouterr().out
+    assert (tmp_path / "small_xnnpack.pte").read_bytes()[4:8] == b"ET12"
 
 
 def test_readme_python_example_runs(tmp_path, monkeypatch):
@@ -33,7 +46,7 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
 def test_readme_quantization_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "readme_example"}
-    exec(compile(_block("model_int8.pte"), str(README), "exec"), scope)
+    exec(compile(_block("model_int8.pte", XNNPACK_README), str(XNNPACK_README), "exec"), scope)
     with torch.no_grad():
         reference = scope["quantized"](scope["x"])
     cosine = torch.nn.functional.cosine_similarity(scope["y"].flatten(), reference.flatten(), dim=0).item()
@@ -45,7 +58,8 @@ def test_readme_quantization_example_runs(tmp_path, monkeypatch):
 def test_readme_torchao_example_runs_on_qd8_int4(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "readme_example"}
-    exec(compile(_block("quantize_("), str(README), "exec"), scope)  # asserts cosine > 0.999 itself
+    # asserts cosine > 0.999 itself
+    exec(compile(_block("quantize_(", XNNPACK_README), str(XNNPACK_README), "exec"), scope)
     payloads = [getattr(scope["edge"].exported_program().graph_module, n.target).processed_bytes
                 for n in scope["edge"].exported_program().graph.nodes if n.op == "get_attr"]
     assert len(payloads) == 1, "the example's linears should form one XNNPACK delegate"
@@ -61,15 +75,16 @@ def test_readme_dynamic_shapes_example_runs(tmp_path, monkeypatch):
 def test_readme_weights_cache_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "readme_example"}
-    exec(compile(_block("weights_cache_stats()"), str(README), "exec"), scope)  # asserts no repacking itself
+    # asserts no repacking itself
+    exec(compile(_block("weights_cache_stats()", XNNPACK_README), str(XNNPACK_README), "exec"), scope)
     assert scope["weights_cache_stats"]()["reuses"] >= 2, "the second load should have reused both linears"
 
 
 def test_readme_memory_limit_example_prints_what_it_says(capsys):
-    """The memory-limit example, run after the example that makes its ``pte``: the refusal it prints carries
-    the sizes the README quotes in its comment."""
+    """The README's memory-limit example, run after the example that makes its ``pte`` (the XNNPACK README's
+    weights-cache example): the refusal it prints carries the sizes the README quotes in its comment."""
     scope = {"__name__": "readme_example"}
-    exec(compile(_block("weights_cache_stats()"), str(README), "exec"), scope)
+    exec(compile(_block("weights_cache_stats()", XNNPACK_README), str(XNNPACK_README), "exec"), scope)
     block = _block("set_memory_limit(100)")
     capsys.readouterr()
     exec(compile(block, str(README), "exec"), scope)

@@ -32,7 +32,7 @@ def _reference_model():
         import tosa_reference_model
     except ImportError as exc:
         raise ImportError("running on the TOSA reference model needs tosa-tools: `pip install --no-deps "
-                          "tosa-tools==2026.8.0` (see the etkit README, section Arm Ethos-U)") from exc
+                          "tosa-tools==2026.8.0` (see etkit-ethosu's README, \"Set-up notes and limits\")") from exc
     return tosa_reference_model
 
 

@@ -25,7 +25,7 @@ def import_serializer():
         raise ImportError(
             "the Ethos-U lowering needs Arm's TOSA serializer from tosa-tools: `pip install --no-deps "
             "tosa-tools==2026.8.0` (its numpy<2.2 / ml-dtypes==0.5.3 pins conflict with current numpy; it works "
-            "with numpy 2.4, see the etkit README, section Arm Ethos-U)") from exc
+            "with numpy 2.4, see etkit-ethosu's README, \"Set-up notes and limits\")") from exc
     return tosa_serializer
 
 
