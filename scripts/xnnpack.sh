@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build XNNPACK (2024-11-08) with pthreadpool, cpuinfo and FXdiv as static, position-independent
-# libraries, cached per user, and print the install prefix on the last line of stdout. Two small
+# libraries, cached per user, and print the install prefix on the last line of stdout. Three small
 # performance patches (scripts/patches/) are applied to the sources.
 #
 #   scripts/xnnpack.sh              fetch (if needed), build (if needed), print the prefix
@@ -32,6 +32,8 @@ RECIPE_VERSION=4   # bump when the build recipe below changes, so the cache key 
 #   xnnpack-single-thread-l2-tiles.patch      with one thread, GEMM/IGEMM output channels are tiled so
 #                                             a tile's packed weights stay in L2 (newer XNNPACK picks
 #                                             cache-aware tiles itself; this 2024-11 release does not)
+#   xnnpack-qb4w-gemv-far-prefetch.patch     the int4-weight GEMV kernels (an LLM's decode) prefetch the
+#                                             packed weights 4 KB ahead instead of 896 bytes
 #   pthreadpool-sequential-column-tiles-outer.patch   the sequential 2d_tile_2d loop runs column
 #                                             tiles outer, so each weight tile is reused by every row tile
 PATCHES_DIR="$REPO_ROOT/scripts/patches"
@@ -223,6 +225,7 @@ build() {
     done
     log "applying $(cd "$PATCHES_DIR" && echo *.patch)"
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-single-thread-l2-tiles.patch" >&2
+    patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-qb4w-gemv-far-prefetch.patch" >&2
     if [[ -d "$src/pthreadpool" ]]; then
       patch -s -d "$src/pthreadpool" -p1 < "$PATCHES_DIR/pthreadpool-sequential-column-tiles-outer.patch" >&2
     fi
