@@ -18,8 +18,6 @@ struct View {
   int64_t offset = 0;
 };
 
-/// A tensor argument of any dtype (data movement does not interpret elements).
-Tensor* any_tensor(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg);
 
 /// The identity view of t (its own sizes and strides).
 View view_of(const Tensor& t);
