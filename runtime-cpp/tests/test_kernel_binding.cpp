@@ -32,7 +32,8 @@ static_assert(pk::signature::count("") == 0);
 static_assert(pk::signature::kind("Tensor self, Scalar? min, int[] dim", 1) == pk::signature::Kind::OptionalScalar);
 static_assert(pk::signature::kind("Tensor self, Scalar? min, int[] dim", 2) == pk::signature::Kind::IntList);
 static_assert(pk::signature::kind("Tensor self, float min", 1) == pk::signature::Kind::Unknown);
-static_assert(pk::signature::name("Tensor self, Scalar? min", 1).text[0] == 'm');
+static_assert(pk::signature::name<4>("Tensor self, Scalar? min", 1).text[2] == 'n');
+static_assert(pk::signature::name_length("Tensor self, Scalar? min", 1) == 3);
 
 // Calls `fn` with `args`; returns the failure (Ok when it ran).
 static rt::Error call(rt::KernelFunction fn, rt::EValue** args, size_t n) {

@@ -1,5 +1,5 @@
-// Helpers shared by the data-movement kernels (shape_ops.cpp, scatter_ops.cpp, ...): tensor
-// arguments of any dtype, strided views of a tensor's storage, index checks.
+// Helpers shared by the data-movement kernels (shape_ops.cpp, scatter_ops.cpp, ...): strided views of a
+// tensor's storage, index checks (their tensor arguments, of any dtype, are any_tensor's: kernels.h).
 #pragma once
 
 #include <cstdint>

@@ -138,26 +138,27 @@ constexpr Kind kind(const char* s, size_t index) {
   return Kind::Unknown;
 }
 
-constexpr size_t kMaxName = 40;
-struct Name {
-  char text[kMaxName + 1];
-};
-
-constexpr Name name(const char* s, size_t index) {
+constexpr size_t name_length(const char* s, size_t index) {
   const Field f = field(s, index);
-  Name n{};
-  for (size_t i = 0; i < kMaxName && f.name_begin + i < f.name_end; ++i) n.text[i] = s[f.name_begin + i];
-  return n;
+  return f.name_end - f.name_begin;
 }
 
-constexpr bool name_fits(const char* s, size_t index) {
+/// A null-terminated copy of the argument name at `index` (N = its length + 1).
+template <size_t N>
+struct Name {
+  char text[N];
+};
+template <size_t N>
+constexpr Name<N> name(const char* s, size_t index) {
   const Field f = field(s, index);
-  return f.name_end > f.name_begin && f.name_end - f.name_begin <= kMaxName;
+  Name<N> n{};
+  for (size_t i = 0; i + 1 < N; ++i) n.text[i] = s[f.name_begin + i];
+  return n;
 }
 
 /// The argument name at `I` of signature `S::args`, as a null-terminated string (for error messages).
 template <typename S, size_t I>
-inline constexpr Name kArgName = name(S::args, I);
+inline constexpr Name<name_length(S::args, I) + 1> kArgName = name<name_length(S::args, I) + 1>(S::args, I);
 
 }  // namespace signature
 
@@ -252,7 +253,7 @@ void bind_from(KernelRuntimeContext& ctx, Span<EValue*> args, Impl impl, Values.
   } else {
     constexpr signature::Kind kind = signature::kind(S::args, I);
     static_assert(kind != signature::Kind::Unknown, "portable_kernels.inc: unknown argument kind in a signature");
-    static_assert(signature::name_fits(S::args, I), "portable_kernels.inc: argument name missing or too long");
+    static_assert(signature::name_length(S::args, I) > 0, "portable_kernels.inc: an argument has no name");
     if constexpr (kind == signature::Kind::Unused) {
       bind_from<S, I + 1>(ctx, args, impl, values...);
     } else {
