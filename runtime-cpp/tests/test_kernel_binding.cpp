@@ -6,19 +6,11 @@
 #include <string>
 
 #include "etkit/runtime/runtime.h"
+#include "test_check.h"
 #include "kernel_binding.h"
 
 namespace rt = etkit::runtime;
 namespace pk = etkit::portable;
-
-static int failures = 0;
-#define CHECK(cond)                                                                                       \
-  do {                                                                                                    \
-    if (!(cond)) {                                                                                        \
-      std::fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, rt::last_error_message()); \
-      ++failures;                                                                                         \
-    }                                                                                                     \
-  } while (0)
 
 namespace etkit::portable {
 #define ETKIT_PORTABLE_KERNEL(op, fn, sig) void fn(KernelRuntimeContext&, Span<EValue*>);
