@@ -7,18 +7,10 @@
 #include <string>
 
 #include "etkit/runtime/runtime.h"
+#include "test_check.h"
 #include "test_program_builder.h"
 
 namespace rt = etkit::runtime;
-
-static int failures = 0;
-#define CHECK(cond)                                                                                       \
-  do {                                                                                                    \
-    if (!(cond)) {                                                                                        \
-      std::fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, rt::last_error_message()); \
-      ++failures;                                                                                         \
-    }                                                                                                     \
-  } while (0)
 
 namespace {
 /// Copies its input to its output (args = [input, output]) and records calls.

@@ -17,21 +17,13 @@
 #include "etkit/extension/llm/sampler.h"
 #include "etkit/extension/llm/text_llm_runner.h"
 #include "etkit/runtime/runtime.h"
+#include "test_check.h"
 #include "flatbuffers/flatbuffers.h"
 #include "program_generated.h"
 
 namespace rt = etkit::runtime;
 namespace llm = etkit::extension::llm;
 namespace fb = etkit::fb;
-
-static int failures = 0;
-#define CHECK(cond)                                                                                       \
-  do {                                                                                                    \
-    if (!(cond)) {                                                                                        \
-      std::fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, rt::last_error_message()); \
-      ++failures;                                                                                         \
-    }                                                                                                     \
-  } while (0)
 
 namespace {
 

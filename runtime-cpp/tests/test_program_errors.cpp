@@ -6,18 +6,10 @@
 #include <cstring>
 
 #include "etkit/runtime/runtime.h"
+#include "test_check.h"
 #include "test_program_builder.h"
 
 namespace rt = etkit::runtime;
-
-static int failures = 0;
-#define CHECK(cond)                                                                                       \
-  do {                                                                                                    \
-    if (!(cond)) {                                                                                        \
-      std::fprintf(stderr, "FAILED %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, rt::last_error_message()); \
-      ++failures;                                                                                         \
-    }                                                                                                     \
-  } while (0)
 
 // Loads and, if that works, runs; returns the first error (Ok if all worked).
 static rt::Error try_run(const std::vector<uint8_t>& bytes) {

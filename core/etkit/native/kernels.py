@@ -1,8 +1,8 @@
 """The portable kernel library's kernel list, and the kernels a program needs (selective build).
 
-Source of truth: ``portable_kernels.inc`` (one ``ETKIT_PORTABLE_KERNEL("aten::add.out", add_out)``
-line per kernel), installed with the core's headers; the C++ table and the selective registration
-file are both built from it.
+Source of truth: ``portable_kernels.inc`` (one ``ETKIT_PORTABLE_KERNEL("aten::add.out", add_out, "<signature>")``
+line per kernel), installed with the core's headers; the C++ table, the kernels' argument unpacking and the
+selective registration file are all built from it.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .cmake import NativeBuildError, core_prefix
 
-_LINE = re.compile(r'^ETKIT_PORTABLE_KERNEL\("([^"]+)", ([A-Za-z0-9_]+)\)', re.M)
+_LINE = re.compile(r'^ETKIT_PORTABLE_KERNEL\("([^"]+)", ([A-Za-z0-9_]+),', re.M)
 
 
 def portable_kernel_list_path() -> Path:

@@ -10,6 +10,7 @@
 //   out                 float32, indices.shape + [D]
 #include <cstdint>
 
+#include "../portable/kernel_binding.h"
 #include "llm_checks.h"
 
 namespace etkit::portable {
@@ -20,16 +21,8 @@ bool check_2d_contiguous(KernelRuntimeContext& ctx, const char* op, const Tensor
 }
 
 template <bool kFourBit>
-void embedding_out(KernelRuntimeContext& ctx, Span<EValue*> args, const char* op) {
-  if (!check_nargs(ctx, op, args, 7)) return;
-  Tensor* weight = tensor_arg(ctx, op, args, 0, "weight");
-  Tensor* scales = weight ? tensor_arg(ctx, op, args, 1, "weight_scales") : nullptr;
-  Tensor* zero_points = nullptr;
-  if (!scales || !optional_tensor_arg(ctx, op, args, 2, "weight_zero_points", &zero_points)) return;
-  Tensor* indices = tensor_arg(ctx, op, args, 5, "indices");
-  Tensor* out = indices ? tensor_arg(ctx, op, args, 6, "out") : nullptr;
-  if (!out) return;
-
+void embedding_out(KernelRuntimeContext& ctx, const char* op, Tensor* weight, Tensor* scales, Tensor* zero_points,
+                   Tensor* indices, Tensor* out) {
   const ScalarType want_weight = kFourBit ? ScalarType::Byte : ScalarType::Char;
   if (weight->dim() != 2 || weight->scalar_type() != want_weight) {
     fail(ctx, Error::InvalidArgument, "%s: weight must be a 2-D %s table, got %zu-D %s", op,
@@ -120,13 +113,9 @@ void embedding_out(KernelRuntimeContext& ctx, Span<EValue*> args, const char* op
 
 // embedding_byte.out(Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, int weight_quant_min,
 //     int weight_quant_max, Tensor indices, *, Tensor(a!) out) -> Tensor(a!)
-void quantized_embedding_byte_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  embedding_out<false>(ctx, args, "quantized_decomposed::embedding_byte.out");
-}
+ETKIT_KERNEL_FROM(quantized_embedding_byte_out, embedding_out<false>)
 
 // embedding_4bit.out: the same arguments, weight packed two values per byte.
-void quantized_embedding_4bit_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  embedding_out<true>(ctx, args, "quantized_decomposed::embedding_4bit.out");
-}
+ETKIT_KERNEL_FROM(quantized_embedding_4bit_out, embedding_out<true>)
 
 }  // namespace etkit::portable

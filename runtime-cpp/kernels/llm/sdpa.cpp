@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "attention.h"
+#include "../portable/kernel_binding.h"
 #include "llm_checks.h"
 
 namespace etkit::portable {
@@ -55,27 +56,10 @@ void llm::attend(const llm::AttentionProblem& problem) {
 
 // custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None,
 //     float drpout_p=0.0, bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)
-void llama_custom_sdpa_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "llama::custom_sdpa.out";
-  if (!check_nargs(ctx, name, args, 9)) return;
-  Tensor* query = tensor_arg(ctx, name, args, 0, "query");
-  Tensor* key = query ? tensor_arg(ctx, name, args, 1, "key") : nullptr;
-  Tensor* value = key ? tensor_arg(ctx, name, args, 2, "value") : nullptr;
-  if (!value) return;
-  int64_t start_pos = 0;
-  Tensor* attn_mask = nullptr;
-  double dropout = 0;
-  bool is_causal = false;
-  if (!int_arg(ctx, name, args, 3, "start_pos", &start_pos) ||
-      !optional_tensor_arg(ctx, name, args, 4, "attn_mask", &attn_mask) ||
-      !scalar_arg(ctx, name, args, 5, "drpout_p", &dropout) || !bool_arg(ctx, name, args, 6, "is_causal", &is_causal)) {
-    return;
-  }
-  double scale = 0;
-  const bool has_scale = !args[7]->is_none();
-  if (has_scale && !scalar_arg(ctx, name, args, 7, "scale", &scale)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 8, "out");
-  if (!out) return;
+ETKIT_KERNEL(llama_custom_sdpa_out, Tensor* query, Tensor* key, Tensor* value, int64_t start_pos, Tensor* attn_mask,
+             double dropout, bool is_causal, OptionalScalar scale_arg, Tensor* out) {
+  const bool has_scale = scale_arg.has_value;
+  const double scale = scale_arg.value;
 
   if (attn_mask != nullptr) {
     fail(ctx, Error::InvalidArgument, "%s: attn_mask is not supported (it must be None; use is_causal)", name);

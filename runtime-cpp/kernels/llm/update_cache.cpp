@@ -5,21 +5,13 @@
 // the S rows of one batch entry are one block of memory in each.
 #include <cstring>
 
+#include "../portable/kernel_binding.h"
 #include "llm_checks.h"
 
 namespace etkit::portable {
 
 // update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)
-void llama_update_cache_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "llama::update_cache.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* value = tensor_arg(ctx, name, args, 0, "value");
-  Tensor* cache = value ? tensor_arg(ctx, name, args, 1, "cache") : nullptr;
-  int64_t start_pos = 0;
-  if (!cache || !int_arg(ctx, name, args, 2, "start_pos", &start_pos)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (!out) return;
-
+ETKIT_KERNEL(llama_update_cache_out, Tensor* value, Tensor* cache, int64_t start_pos, Tensor* out) {
   if (!llm::check_rank4(ctx, name, *value, "value") || !llm::check_rank4(ctx, name, *cache, "cache")) return;
   if (value->scalar_type() != cache->scalar_type()) {
     fail(ctx, Error::InvalidArgument, "%s: value has dtype %s but the cache has dtype %s", name,

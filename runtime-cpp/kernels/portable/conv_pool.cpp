@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -177,22 +178,10 @@ void convolution_generic(KernelRuntimeContext& ctx, const char* name, const Tens
 
 // convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
 //                 SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, *, Tensor(a!) out)
-void convolution_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::convolution.out";
-  if (!check_nargs(ctx, name, args, 10)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor* w = in ? tensor_arg(ctx, name, args, 1, "weight") : nullptr;
-  Tensor* bias = nullptr;
-  if (!w || !optional_tensor_arg(ctx, name, args, 2, "bias", &bias)) return;
-  Span<const int64_t> stride_l, pad_l, dil_l, outpad_l;
-  bool transposed;
-  int64_t groups;
-  if (!int_list_arg(ctx, name, args, 3, "stride", &stride_l) || !int_list_arg(ctx, name, args, 4, "padding", &pad_l) ||
-      !int_list_arg(ctx, name, args, 5, "dilation", &dil_l) || !bool_arg(ctx, name, args, 6, "transposed", &transposed) ||
-      !int_list_arg(ctx, name, args, 7, "output_padding", &outpad_l) || !int_arg(ctx, name, args, 8, "groups", &groups))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 9, "out");
-  if (!out || !check_dtype(ctx, name, *in, "input")) return;
+ETKIT_KERNEL(convolution_out, Tensor* in, Tensor* w, Tensor* bias, Span<const int64_t> stride_l,
+             Span<const int64_t> pad_l, Span<const int64_t> dil_l, bool transposed, Span<const int64_t> outpad_l,
+             int64_t groups, Tensor* out) {
+  if (!check_dtype(ctx, name, *in, "input")) return;
   if (in->dim() < 3 || in->dim() > 5 || w->dim() != in->dim()) {
     fail(ctx, Error::NotSupported, "%s: 1-D, 2-D and 3-D convolutions are supported (input %zu-D, weight %zu-D)",
          name, in->dim(), w->dim());
@@ -334,21 +323,11 @@ size_t plane_offset(const Tensor& t, size_t lead, int64_t plane, int64_t h, int6
 
 // max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
 //     int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)
-void max_pool2d_with_indices_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::max_pool2d_with_indices.out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> k_l, s_l, p_l, d_l;
-  bool ceil_mode;
-  if (!in || !int_list_arg(ctx, name, args, 1, "kernel_size", &k_l) || !int_list_arg(ctx, name, args, 2, "stride", &s_l) ||
-      !int_list_arg(ctx, name, args, 3, "padding", &p_l) || !int_list_arg(ctx, name, args, 4, "dilation", &d_l) ||
-      !bool_arg(ctx, name, args, 5, "ceil_mode", &ceil_mode))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
-  Tensor* indices = out ? tensor_arg(ctx, name, args, 7, "indices") : nullptr;
+ETKIT_KERNEL(max_pool2d_with_indices_out, Tensor* in, Span<const int64_t> k_l, Span<const int64_t> s_l,
+             Span<const int64_t> p_l, Span<const int64_t> d_l, bool ceil_mode, Tensor* out, Tensor* indices) {
   int64_t k[2], s[2], p[2], d[2];
   Pool2dShape sh;
-  if (!indices || !pool_setup(ctx, name, *in, *out, k_l, s_l, p_l, d_l, ceil_mode, k, s, p, d, &sh, indices)) return;
+  if (!pool_setup(ctx, name, *in, *out, k_l, s_l, p_l, d_l, ceil_mode, k, s, p, d, &sh, indices)) return;
   for (int64_t pl = 0; pl < sh.batch_planes; ++pl) {
     for (int64_t oh = 0; oh < sh.OH; ++oh) {
       for (int64_t ow = 0; ow < sh.OW; ++ow) {
@@ -378,22 +357,12 @@ void max_pool2d_with_indices_out(KernelRuntimeContext& ctx, Span<EValue*> args) 
 
 // avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False,
 //     bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out)
-void avg_pool2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::avg_pool2d.out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> k_l, s_l, p_l;
-  bool ceil_mode, include_pad;
-  if (!in || !int_list_arg(ctx, name, args, 1, "kernel_size", &k_l) || !int_list_arg(ctx, name, args, 2, "stride", &s_l) ||
-      !int_list_arg(ctx, name, args, 3, "padding", &p_l) || !bool_arg(ctx, name, args, 4, "ceil_mode", &ceil_mode) ||
-      !bool_arg(ctx, name, args, 5, "count_include_pad", &include_pad))
-    return;
-  int64_t divisor = 0;
-  if (!args[6]->is_none() && !int_arg(ctx, name, args, 6, "divisor_override", &divisor)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
+ETKIT_KERNEL(avg_pool2d_out, Tensor* in, Span<const int64_t> k_l, Span<const int64_t> s_l, Span<const int64_t> p_l,
+             bool ceil_mode, bool include_pad, OptionalInt divisor_override, Tensor* out) {
+  const int64_t divisor = divisor_override.has_value ? divisor_override.value : 0;
   int64_t k[2], s[2], p[2], d[2];
   Pool2dShape sh;
-  if (!out || !pool_setup(ctx, name, *in, *out, k_l, s_l, p_l, {}, ceil_mode, k, s, p, d, &sh, nullptr)) return;
+  if (!pool_setup(ctx, name, *in, *out, k_l, s_l, p_l, {}, ceil_mode, k, s, p, d, &sh, nullptr)) return;
   for (int64_t pl = 0; pl < sh.batch_planes; ++pl) {
     for (int64_t oh = 0; oh < sh.OH; ++oh) {
       for (int64_t ow = 0; ow < sh.OW; ++ow) {
@@ -419,14 +388,7 @@ void avg_pool2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // _adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out)
-void adaptive_avg_pool2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::_adaptive_avg_pool2d.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> os_l;
-  if (!in || !int_list_arg(ctx, name, args, 1, "output_size", &os_l)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
-  if (!out) return;
+ETKIT_KERNEL(adaptive_avg_pool2d_out, Tensor* in, Span<const int64_t> os_l, Tensor* out) {
   if ((in->dim() != 3 && in->dim() != 4) || os_l.size() != 2) {
     fail(ctx, Error::InvalidArgument, "%s: input must be 3-D or 4-D and output_size 2 values", name);
     return;

@@ -1,5 +1,5 @@
-// Helpers shared by the data-movement kernels (shape_ops.cpp, scatter_ops.cpp, ...): tensor
-// arguments of any dtype, strided views of a tensor's storage, index checks.
+// Helpers shared by the data-movement kernels (shape_ops.cpp, scatter_ops.cpp, ...): strided views of a
+// tensor's storage, index checks (their tensor arguments, of any dtype, are any_tensor's: kernels.h).
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,6 @@ struct View {
   int64_t offset = 0;
 };
 
-/// A tensor argument of any dtype (data movement does not interpret elements).
-Tensor* any_tensor(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg);
 
 /// The identity view of t (its own sizes and strides).
 View view_of(const Tensor& t);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -189,11 +190,11 @@ struct ScalarTensor {
   }
 };
 
-Bin rounding_mode_op(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, bool* ok) {
-  const char* mode;
-  size_t len;
-  *ok = string_arg(ctx, name, args, i, "rounding_mode", &mode, &len);
-  if (!*ok || mode == nullptr) return Bin::Div;
+Bin rounding_mode_op(KernelRuntimeContext& ctx, const char* name, StringValue rounding_mode, bool* ok) {
+  const char* mode = rounding_mode.data;
+  const size_t len = rounding_mode.size;
+  *ok = true;
+  if (mode == nullptr) return Bin::Div;
   if (string_equals(mode, len, "trunc")) return Bin::DivTrunc;
   if (string_equals(mode, len, "floor")) return Bin::DivFloor;
   *ok = fail(ctx, Error::InvalidArgument, "%s: rounding_mode must be None, 'trunc' or 'floor', got '%.*s'", name,
@@ -203,24 +204,14 @@ Bin rounding_mode_op(KernelRuntimeContext& ctx, const char* name, Span<EValue*> 
 
 // (self, other, out)
 template <Bin OP>
-void tensor_tensor(const char* name, KernelRuntimeContext& ctx, Span<EValue*> args) {
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "other") : nullptr;
-  Tensor* out = b ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
-  if (out) binary(ctx, name, OP, *a, *b, 1.0, *out);
+void tensor_tensor(KernelRuntimeContext& ctx, const char* name, Tensor* a, Tensor* b, Tensor* out) {
+  binary(ctx, name, OP, *a, *b, 1.0, *out);
 }
 // (self, Scalar other, out). With `wrap_int_scalar`, an integer scalar is first converted to an integer
 // tensor's dtype (torch does so for remainder: uint8 % -2 is uint8 % 254).
 template <Bin OP, bool wrap_int_scalar = false>
-void tensor_scalar(const char* name, KernelRuntimeContext& ctx, Span<EValue*> args) {
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double unused;
-  if (!a || !scalar_arg(ctx, name, args, 1, "other", &unused)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
-  if (!out) return;
-  EValue other = *args[1];
+void tensor_scalar(KernelRuntimeContext& ctx, const char* name, Tensor* a, ScalarValue scalar, Tensor* out) {
+  EValue other = *scalar.evalue;
   if (wrap_int_scalar && other.is_int() && is_integral(a->scalar_type())) {
     int64_t wrapped = 0;
     store_int(&wrapped, a->scalar_type(), 0, other.to_int());
@@ -230,159 +221,96 @@ void tensor_scalar(const char* name, KernelRuntimeContext& ctx, Span<EValue*> ar
   binary(ctx, name, OP, *a, s.t, 1.0, *out);
 }
 
-#define ETKIT_TT(fn, OP, NAME) \
-  void fn(KernelRuntimeContext& ctx, Span<EValue*> args) { tensor_tensor<OP>(NAME, ctx, args); }
-#define ETKIT_TS(fn, OP, NAME) \
-  void fn(KernelRuntimeContext& ctx, Span<EValue*> args) { tensor_scalar<OP>(NAME, ctx, args); }
+#define ETKIT_TT(fn, OP) ETKIT_KERNEL_FROM(fn, tensor_tensor<OP>)
+#define ETKIT_TS(fn, OP) ETKIT_KERNEL_FROM(fn, tensor_scalar<OP>)
 
 }  // namespace
 
 // ---------------------------------------------------------------- arithmetic
 
 // add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)
-void add_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::add.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "other") : nullptr;
-  double alpha = 1;
-  if (!b || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) binary(ctx, name, Bin::Add, *a, *b, alpha, *out);
+ETKIT_KERNEL(add_out, Tensor* a, Tensor* b, double alpha, Tensor* out) {
+  binary(ctx, name, Bin::Add, *a, *b, alpha, *out);
 }
 // add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out)
-void add_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::add.Scalar_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double other, alpha;
-  if (!a || !scalar_arg(ctx, name, args, 1, "other", &other) || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (!out) return;
-  ScalarTensor s(*args[1]);
+ETKIT_KERNEL(add_scalar_out, Tensor* a, ScalarValue other, double alpha, Tensor* out) {
+  ScalarTensor s(*other.evalue);
   binary(ctx, name, Bin::Add, *a, s.t, alpha, *out);
 }
 // sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)
-void sub_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::sub.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "other") : nullptr;
-  double alpha = 1;
-  if (!b || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) binary(ctx, name, Bin::Sub, *a, *b, alpha, *out);
+ETKIT_KERNEL(sub_out, Tensor* a, Tensor* b, double alpha, Tensor* out) {
+  binary(ctx, name, Bin::Sub, *a, *b, alpha, *out);
 }
 // sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out)
-void sub_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::sub.Scalar_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double other, alpha;
-  if (!a || !scalar_arg(ctx, name, args, 1, "other", &other) || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (!out) return;
-  ScalarTensor s(*args[1]);
+ETKIT_KERNEL(sub_scalar_out, Tensor* a, ScalarValue other, double alpha, Tensor* out) {
+  ScalarTensor s(*other.evalue);
   binary(ctx, name, Bin::Sub, *a, s.t, alpha, *out);
 }
 // rsub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out): other - alpha*self
-void rsub_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::rsub.Scalar_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double other, alpha;
-  if (!a || !scalar_arg(ctx, name, args, 1, "other", &other) || !scalar_arg(ctx, name, args, 2, "alpha", &alpha)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (!out) return;
-  ScalarTensor s(*args[1]);
+ETKIT_KERNEL(rsub_scalar_out, Tensor* a, ScalarValue other, double alpha, Tensor* out) {
+  ScalarTensor s(*other.evalue);
   binary(ctx, name, Bin::Sub, *a, s.t, alpha, *out, /*swap=*/true);
 }
-ETKIT_TT(mul_out, Bin::Mul, "aten::mul.out")
-ETKIT_TS(mul_scalar_out, Bin::Mul, "aten::mul.Scalar_out")
-ETKIT_TT(div_out, Bin::Div, "aten::div.out")
-ETKIT_TS(div_scalar_out, Bin::Div, "aten::div.Scalar_out")
+ETKIT_TT(mul_out, Bin::Mul)
+ETKIT_TS(mul_scalar_out, Bin::Mul)
+ETKIT_TT(div_out, Bin::Div)
+ETKIT_TS(div_scalar_out, Bin::Div)
 // div.out_mode(Tensor self, Tensor other, *, str? rounding_mode, Tensor(a!) out)
-void div_out_mode(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::div.out_mode";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "other") : nullptr;
-  bool ok = b != nullptr;
-  Bin op = ok ? rounding_mode_op(ctx, name, args, 2, &ok) : Bin::Div;
-  Tensor* out = ok ? tensor_arg(ctx, name, args, 3, "out") : nullptr;
-  if (out) binary(ctx, name, op, *a, *b, 1.0, *out);
+ETKIT_KERNEL(div_out_mode, Tensor* a, Tensor* b, StringValue rounding_mode, Tensor* out) {
+  bool ok = false;
+  const Bin op = rounding_mode_op(ctx, name, rounding_mode, &ok);
+  if (ok) binary(ctx, name, op, *a, *b, 1.0, *out);
 }
 // div.Scalar_mode_out(Tensor self, Scalar other, *, str? rounding_mode, Tensor(a!) out)
-void div_scalar_mode_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::div.Scalar_mode_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double other;
-  bool ok = a != nullptr && scalar_arg(ctx, name, args, 1, "other", &other);
-  Bin op = ok ? rounding_mode_op(ctx, name, args, 2, &ok) : Bin::Div;
-  Tensor* out = ok ? tensor_arg(ctx, name, args, 3, "out") : nullptr;
-  if (!out) return;
-  ScalarTensor s(*args[1]);
+ETKIT_KERNEL(div_scalar_mode_out, Tensor* a, ScalarValue other, StringValue rounding_mode, Tensor* out) {
+  bool ok = false;
+  const Bin op = rounding_mode_op(ctx, name, rounding_mode, &ok);
+  if (!ok) return;
+  ScalarTensor s(*other.evalue);
   binary(ctx, name, op, *a, s.t, 1.0, *out);
 }
-ETKIT_TT(pow_tensor_tensor_out, Bin::Pow, "aten::pow.Tensor_Tensor_out")
-ETKIT_TS(pow_tensor_scalar_out, Bin::Pow, "aten::pow.Tensor_Scalar_out")
+ETKIT_TT(pow_tensor_tensor_out, Bin::Pow)
+ETKIT_TS(pow_tensor_scalar_out, Bin::Pow)
 // pow.Scalar_out(Scalar self, Tensor exponent, *, Tensor(a!) out)
-void pow_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::pow.Scalar_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  double base;
-  if (!scalar_arg(ctx, name, args, 0, "self", &base)) return;
-  Tensor* e = tensor_arg(ctx, name, args, 1, "exponent");
-  Tensor* out = e ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
-  if (!out) return;
-  ScalarTensor s(*args[0]);
+ETKIT_KERNEL(pow_scalar_out, ScalarValue base, Tensor* e, Tensor* out) {
+  ScalarTensor s(*base.evalue);
   binary(ctx, name, Bin::Pow, s.t, *e, 1.0, *out);
 }
-ETKIT_TT(remainder_tensor_out, Bin::Remainder, "aten::remainder.Tensor_out")
+ETKIT_TT(remainder_tensor_out, Bin::Remainder)
 // remainder.Scalar_out: an integer scalar takes the tensor's integer dtype first, as in torch
-void remainder_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  tensor_scalar<Bin::Remainder, true>("aten::remainder.Scalar_out", ctx, args);
-}
-ETKIT_TT(fmod_tensor_out, Bin::Fmod, "aten::fmod.Tensor_out")
-ETKIT_TS(fmod_scalar_out, Bin::Fmod, "aten::fmod.Scalar_out")
-ETKIT_TT(floor_divide_out, Bin::DivFloor, "aten::floor_divide.out")
-ETKIT_TT(maximum_out, Bin::Maximum, "aten::maximum.out")
-ETKIT_TT(minimum_out, Bin::Minimum, "aten::minimum.out")
-ETKIT_TT(atan2_out, Bin::Atan2, "aten::atan2.out")
+ETKIT_KERNEL_FROM(remainder_scalar_out, tensor_scalar<Bin::Remainder, true>)
+ETKIT_TT(fmod_tensor_out, Bin::Fmod)
+ETKIT_TS(fmod_scalar_out, Bin::Fmod)
+ETKIT_TT(floor_divide_out, Bin::DivFloor)
+ETKIT_TT(maximum_out, Bin::Maximum)
+ETKIT_TT(minimum_out, Bin::Minimum)
+ETKIT_TT(atan2_out, Bin::Atan2)
 
 // ---------------------------------------------------------------- comparison and logic
-ETKIT_TT(eq_tensor_out, Bin::Eq, "aten::eq.Tensor_out")
-ETKIT_TS(eq_scalar_out, Bin::Eq, "aten::eq.Scalar_out")
-ETKIT_TT(ne_tensor_out, Bin::Ne, "aten::ne.Tensor_out")
-ETKIT_TS(ne_scalar_out, Bin::Ne, "aten::ne.Scalar_out")
-ETKIT_TT(lt_tensor_out, Bin::Lt, "aten::lt.Tensor_out")
-ETKIT_TS(lt_scalar_out, Bin::Lt, "aten::lt.Scalar_out")
-ETKIT_TT(le_tensor_out, Bin::Le, "aten::le.Tensor_out")
-ETKIT_TS(le_scalar_out, Bin::Le, "aten::le.Scalar_out")
-ETKIT_TT(gt_tensor_out, Bin::Gt, "aten::gt.Tensor_out")
-ETKIT_TS(gt_scalar_out, Bin::Gt, "aten::gt.Scalar_out")
-ETKIT_TT(ge_tensor_out, Bin::Ge, "aten::ge.Tensor_out")
-ETKIT_TS(ge_scalar_out, Bin::Ge, "aten::ge.Scalar_out")
-ETKIT_TT(logical_and_out, Bin::LogicalAnd, "aten::logical_and.out")
-ETKIT_TT(logical_or_out, Bin::LogicalOr, "aten::logical_or.out")
-ETKIT_TT(logical_xor_out, Bin::LogicalXor, "aten::logical_xor.out")
-ETKIT_TT(bitwise_and_tensor_out, Bin::BitAnd, "aten::bitwise_and.Tensor_out")
-ETKIT_TS(bitwise_and_scalar_out, Bin::BitAnd, "aten::bitwise_and.Scalar_out")
-ETKIT_TT(bitwise_or_tensor_out, Bin::BitOr, "aten::bitwise_or.Tensor_out")
-ETKIT_TS(bitwise_or_scalar_out, Bin::BitOr, "aten::bitwise_or.Scalar_out")
-ETKIT_TT(bitwise_xor_tensor_out, Bin::BitXor, "aten::bitwise_xor.Tensor_out")
-ETKIT_TS(bitwise_xor_scalar_out, Bin::BitXor, "aten::bitwise_xor.Scalar_out")
+ETKIT_TT(eq_tensor_out, Bin::Eq)
+ETKIT_TS(eq_scalar_out, Bin::Eq)
+ETKIT_TT(ne_tensor_out, Bin::Ne)
+ETKIT_TS(ne_scalar_out, Bin::Ne)
+ETKIT_TT(lt_tensor_out, Bin::Lt)
+ETKIT_TS(lt_scalar_out, Bin::Lt)
+ETKIT_TT(le_tensor_out, Bin::Le)
+ETKIT_TS(le_scalar_out, Bin::Le)
+ETKIT_TT(gt_tensor_out, Bin::Gt)
+ETKIT_TS(gt_scalar_out, Bin::Gt)
+ETKIT_TT(ge_tensor_out, Bin::Ge)
+ETKIT_TS(ge_scalar_out, Bin::Ge)
+ETKIT_TT(logical_and_out, Bin::LogicalAnd)
+ETKIT_TT(logical_or_out, Bin::LogicalOr)
+ETKIT_TT(logical_xor_out, Bin::LogicalXor)
+ETKIT_TT(bitwise_and_tensor_out, Bin::BitAnd)
+ETKIT_TS(bitwise_and_scalar_out, Bin::BitAnd)
+ETKIT_TT(bitwise_or_tensor_out, Bin::BitOr)
+ETKIT_TS(bitwise_or_scalar_out, Bin::BitOr)
+ETKIT_TT(bitwise_xor_tensor_out, Bin::BitXor)
+ETKIT_TS(bitwise_xor_scalar_out, Bin::BitXor)
 
 // where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out)
-void where_self_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::where.self_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* c = tensor_arg(ctx, name, args, 0, "condition");
-  Tensor* a = c ? tensor_arg(ctx, name, args, 1, "self") : nullptr;
-  Tensor* b = a ? tensor_arg(ctx, name, args, 2, "other") : nullptr;
-  Tensor* out = b ? tensor_arg(ctx, name, args, 3, "out") : nullptr;
-  if (!out) return;
+ETKIT_KERNEL(where_self_out, Tensor* c, Tensor* a, Tensor* b, Tensor* out) {
   SizesType s1[runtime::kTensorDimensionLimit], s2[runtime::kTensorDimensionLimit];
   size_t d1, d2;
   if (!broadcast_shape(ctx, name, *a, *b, s1, &d1)) return;
@@ -405,15 +333,7 @@ void where_self_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // masked_fill.Scalar_out(Tensor self, Tensor mask, Scalar value, *, Tensor(a!) out)
-void masked_fill_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::masked_fill.Scalar_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* m = a ? tensor_arg(ctx, name, args, 1, "mask") : nullptr;
-  double value;
-  if (!m || !scalar_arg(ctx, name, args, 2, "value", &value)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (!out) return;
+ETKIT_KERNEL(masked_fill_scalar_out, Tensor* a, Tensor* m, double value, Tensor* out) {
   SizesType s[runtime::kTensorDimensionLimit];
   size_t d;
   if (!broadcast_shape(ctx, name, *a, *m, s, &d) || !resize_out(ctx, name, *out, s, d)) return;
@@ -436,12 +356,8 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 
 /// out = fn(self); integral outputs go through int64 when `int_fn` is given.
-void unary(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, UnaryFn fn,
-           int64_t (*int_fn)(int64_t) = nullptr, size_t out_index = 1) {
-  if (!check_nargs(ctx, name, args, out_index + 1)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* out = a ? tensor_arg(ctx, name, args, out_index, "out") : nullptr;
-  if (!out) return;
+void unary(KernelRuntimeContext& ctx, const char* name, const Tensor* a, Tensor* out, UnaryFn fn,
+           int64_t (*int_fn)(int64_t)) {
   if (!resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
   const ScalarType at = a->scalar_type(), ot = out->scalar_type();
   if (int_fn == nullptr && !is_floating(ot) && ot != ScalarType::Bool) {
@@ -517,54 +433,55 @@ double d_gelu_tanh(double x) {
 
 }  // namespace
 
-#define ETKIT_UNARY(fn, NAME, DFN, IFN) \
-  void fn(KernelRuntimeContext& ctx, Span<EValue*> args) { unary(ctx, NAME, args, DFN, IFN); }
+namespace {
+/// (self, out): the kernels of unary(), one per element function.
+template <UnaryFn DFN, int64_t (*IFN)(int64_t)>
+void unary_kernel(KernelRuntimeContext& ctx, const char* name, Tensor* a, Tensor* out) {
+  unary(ctx, name, a, out, DFN, IFN);
+}
+}  // namespace
+#define ETKIT_UNARY(fn, DFN, IFN) ETKIT_KERNEL_FROM(fn, unary_kernel<DFN, IFN>)
 
-ETKIT_UNARY(neg_out, "aten::neg.out", d_neg, i_neg)
-ETKIT_UNARY(abs_out, "aten::abs.out", d_abs, i_abs)
-ETKIT_UNARY(exp_out, "aten::exp.out", d_exp, nullptr)
-ETKIT_UNARY(expm1_out, "aten::expm1.out", d_expm1, nullptr)
-ETKIT_UNARY(log_out, "aten::log.out", d_log, nullptr)
-ETKIT_UNARY(log1p_out, "aten::log1p.out", d_log1p, nullptr)
-ETKIT_UNARY(log2_out, "aten::log2.out", d_log2, nullptr)
-ETKIT_UNARY(log10_out, "aten::log10.out", d_log10, nullptr)
-ETKIT_UNARY(sqrt_out, "aten::sqrt.out", d_sqrt, nullptr)
-ETKIT_UNARY(rsqrt_out, "aten::rsqrt.out", d_rsqrt, nullptr)
-ETKIT_UNARY(reciprocal_out, "aten::reciprocal.out", d_reciprocal, nullptr)
-ETKIT_UNARY(sin_out, "aten::sin.out", d_sin, nullptr)
-ETKIT_UNARY(cos_out, "aten::cos.out", d_cos, nullptr)
-ETKIT_UNARY(tan_out, "aten::tan.out", d_tan, nullptr)
-ETKIT_UNARY(asin_out, "aten::asin.out", d_asin, nullptr)
-ETKIT_UNARY(acos_out, "aten::acos.out", d_acos, nullptr)
-ETKIT_UNARY(atan_out, "aten::atan.out", d_atan, nullptr)
-ETKIT_UNARY(sinh_out, "aten::sinh.out", d_sinh, nullptr)
-ETKIT_UNARY(cosh_out, "aten::cosh.out", d_cosh, nullptr)
-ETKIT_UNARY(tanh_out, "aten::tanh.out", d_tanh, nullptr)
-ETKIT_UNARY(asinh_out, "aten::asinh.out", d_asinh, nullptr)
-ETKIT_UNARY(acosh_out, "aten::acosh.out", d_acosh, nullptr)
-ETKIT_UNARY(atanh_out, "aten::atanh.out", d_atanh, nullptr)
-ETKIT_UNARY(sigmoid_out, "aten::sigmoid.out", d_sigmoid, nullptr)
-ETKIT_UNARY(relu_out, "aten::relu.out", d_relu, i_relu)
-ETKIT_UNARY(erf_out, "aten::erf.out", d_erf, nullptr)
-ETKIT_UNARY(ceil_out, "aten::ceil.out", d_ceil, i_identity)
-ETKIT_UNARY(floor_out, "aten::floor.out", d_floor, i_identity)
-ETKIT_UNARY(round_out, "aten::round.out", d_round, i_identity)
-ETKIT_UNARY(trunc_out, "aten::trunc.out", d_trunc, i_identity)
-ETKIT_UNARY(sign_out, "aten::sign.out", d_sign, i_sign)
-ETKIT_UNARY(logical_not_out, "aten::logical_not.out", d_logical_not, i_logical_not)
-ETKIT_UNARY(isnan_out, "aten::isnan.out", d_isnan, nullptr)
-ETKIT_UNARY(isinf_out, "aten::isinf.out", d_isinf, nullptr)
-ETKIT_UNARY(hardswish_out, "aten::hardswish.out", d_hardswish, nullptr)
-ETKIT_UNARY(hardsigmoid_out, "aten::hardsigmoid.out", d_hardsigmoid, nullptr)
-ETKIT_UNARY(silu_out, "aten::silu.out", d_silu, nullptr)
+ETKIT_UNARY(neg_out, d_neg, i_neg)
+ETKIT_UNARY(abs_out, d_abs, i_abs)
+ETKIT_UNARY(exp_out, d_exp, nullptr)
+ETKIT_UNARY(expm1_out, d_expm1, nullptr)
+ETKIT_UNARY(log_out, d_log, nullptr)
+ETKIT_UNARY(log1p_out, d_log1p, nullptr)
+ETKIT_UNARY(log2_out, d_log2, nullptr)
+ETKIT_UNARY(log10_out, d_log10, nullptr)
+ETKIT_UNARY(sqrt_out, d_sqrt, nullptr)
+ETKIT_UNARY(rsqrt_out, d_rsqrt, nullptr)
+ETKIT_UNARY(reciprocal_out, d_reciprocal, nullptr)
+ETKIT_UNARY(sin_out, d_sin, nullptr)
+ETKIT_UNARY(cos_out, d_cos, nullptr)
+ETKIT_UNARY(tan_out, d_tan, nullptr)
+ETKIT_UNARY(asin_out, d_asin, nullptr)
+ETKIT_UNARY(acos_out, d_acos, nullptr)
+ETKIT_UNARY(atan_out, d_atan, nullptr)
+ETKIT_UNARY(sinh_out, d_sinh, nullptr)
+ETKIT_UNARY(cosh_out, d_cosh, nullptr)
+ETKIT_UNARY(tanh_out, d_tanh, nullptr)
+ETKIT_UNARY(asinh_out, d_asinh, nullptr)
+ETKIT_UNARY(acosh_out, d_acosh, nullptr)
+ETKIT_UNARY(atanh_out, d_atanh, nullptr)
+ETKIT_UNARY(sigmoid_out, d_sigmoid, nullptr)
+ETKIT_UNARY(relu_out, d_relu, i_relu)
+ETKIT_UNARY(erf_out, d_erf, nullptr)
+ETKIT_UNARY(ceil_out, d_ceil, i_identity)
+ETKIT_UNARY(floor_out, d_floor, i_identity)
+ETKIT_UNARY(round_out, d_round, i_identity)
+ETKIT_UNARY(trunc_out, d_trunc, i_identity)
+ETKIT_UNARY(sign_out, d_sign, i_sign)
+ETKIT_UNARY(logical_not_out, d_logical_not, i_logical_not)
+ETKIT_UNARY(isnan_out, d_isnan, nullptr)
+ETKIT_UNARY(isinf_out, d_isinf, nullptr)
+ETKIT_UNARY(hardswish_out, d_hardswish, nullptr)
+ETKIT_UNARY(hardsigmoid_out, d_hardsigmoid, nullptr)
+ETKIT_UNARY(silu_out, d_silu, nullptr)
 
 // bitwise_not.out(Tensor self, *, Tensor(a!) out)
-void bitwise_not_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::bitwise_not.out";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* out = a ? tensor_arg(ctx, name, args, 1, "out") : nullptr;
-  if (!out) return;
+ETKIT_KERNEL(bitwise_not_out, Tensor* a, Tensor* out) {
   if (is_floating(a->scalar_type())) {
     fail(ctx, Error::NotSupported, "%s: argument 'self' has dtype %s; bitwise_not needs an integer or bool tensor",
          name, runtime::scalar_type_name(a->scalar_type()));
@@ -580,16 +497,13 @@ void bitwise_not_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // gelu.out(Tensor self, *, str approximate='none', Tensor(a!) out)
-void gelu_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::gelu.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  const char* mode;
-  size_t len;
-  if (!string_arg(ctx, name, args, 1, "approximate", &mode, &len)) return;
+ETKIT_KERNEL(gelu_out, Tensor* a, StringValue approximate, Tensor* out) {
+  const char* mode = approximate.data;
+  const size_t len = approximate.size;
   if (mode == nullptr || string_equals(mode, len, "none")) {
-    unary(ctx, name, args, d_gelu, nullptr, 2);
+    unary(ctx, name, a, out, d_gelu, nullptr);
   } else if (string_equals(mode, len, "tanh")) {
-    unary(ctx, name, args, d_gelu_tanh, nullptr, 2);
+    unary(ctx, name, a, out, d_gelu_tanh, nullptr);
   } else {
     fail(ctx, Error::InvalidArgument, "%s: approximate must be 'none' or 'tanh', got '%.*s'", name, (int)len, mode);
   }
@@ -627,40 +541,17 @@ void clamp_impl(KernelRuntimeContext& ctx, const char* name, const Tensor& a, bo
 }  // namespace
 
 // hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out)
-void hardtanh_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::hardtanh.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double lo, hi;
-  if (!a || !scalar_arg(ctx, name, args, 1, "min_val", &lo) || !scalar_arg(ctx, name, args, 2, "max_val", &hi)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) clamp_impl(ctx, name, *a, true, lo, true, hi, *out);
+ETKIT_KERNEL(hardtanh_out, Tensor* a, double lo, double hi, Tensor* out) {
+  clamp_impl(ctx, name, *a, true, lo, true, hi, *out);
 }
 
 // clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out)
-void clamp_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::clamp.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  if (!a) return;
-  double lo = 0, hi = 0;
-  bool has_lo = !args[1]->is_none(), has_hi = !args[2]->is_none();
-  if (has_lo && !scalar_arg(ctx, name, args, 1, "min", &lo)) return;
-  if (has_hi && !scalar_arg(ctx, name, args, 2, "max", &hi)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) clamp_impl(ctx, name, *a, has_lo, lo, has_hi, hi, *out);
+ETKIT_KERNEL(clamp_out, Tensor* a, OptionalScalar lo, OptionalScalar hi, Tensor* out) {
+  clamp_impl(ctx, name, *a, lo.has_value, lo.value, hi.has_value, hi.value, *out);
 }
 
 // clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out)
-void clamp_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::clamp.Tensor_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor *lo = nullptr, *hi = nullptr;
-  if (!a || !optional_tensor_arg(ctx, name, args, 1, "min", &lo) || !optional_tensor_arg(ctx, name, args, 2, "max", &hi))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (!out) return;
+ETKIT_KERNEL(clamp_tensor_out, Tensor* a, Tensor* lo, Tensor* hi, Tensor* out) {
   // Bounds absent -> use self as a stand-in so the three-way broadcast stays uniform.
   const Tensor* l = lo ? lo : a;
   const Tensor* h = hi ? hi : a;
@@ -686,14 +577,8 @@ void clamp_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // leaky_relu.out(Tensor self, Scalar negative_slope=0.01, *, Tensor(a!) out)
-void leaky_relu_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::leaky_relu.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double slope;
-  if (!a || !scalar_arg(ctx, name, args, 1, "negative_slope", &slope)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
-  if (!out || !resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+ETKIT_KERNEL(leaky_relu_out, Tensor* a, double slope, Tensor* out) {
+  if (!resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
   const Tensor* ins[1] = {a};
   for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
     double v = load_double(a->const_data_ptr(), a->scalar_type(), in[0]);
@@ -702,16 +587,8 @@ void leaky_relu_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // elu.out(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1, *, Tensor(a!) out)
-void elu_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::elu.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  double alpha, scale, input_scale;
-  if (!a || !scalar_arg(ctx, name, args, 1, "alpha", &alpha) || !scalar_arg(ctx, name, args, 2, "scale", &scale) ||
-      !scalar_arg(ctx, name, args, 3, "input_scale", &input_scale))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
-  if (!out || !resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+ETKIT_KERNEL(elu_out, Tensor* a, double alpha, double scale, double input_scale, Tensor* out) {
+  if (!resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
   const Tensor* ins[1] = {a};
   for_each_broadcast(*out, ins, [&](size_t o, const size_t* in) {
     double v = load_double(a->const_data_ptr(), a->scalar_type(), in[0]);

@@ -48,6 +48,8 @@ bool fail(KernelRuntimeContext& ctx, Error error, const char* format, ...)
 bool check_nargs(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t n);
 /// The tensor at args[i], or fails naming op and argument.
 Tensor* tensor_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name);
+/// A tensor argument of any dtype (data movement does not interpret elements; data_movement.cpp).
+Tensor* any_tensor(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg);
 /// Null for None; fails for anything but a Tensor or None.
 bool optional_tensor_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,
                          Tensor** out);
@@ -58,6 +60,9 @@ bool int_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size
 /// Int list; a None EValue gives an empty span with *is_none = true (if is_none is given).
 bool int_list_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,
                   Span<const int64_t>* out, bool* is_none = nullptr);
+/// A list of tensors (Tensor[]: cat's inputs, split's outputs).
+bool tensor_list_arg(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg,
+                     Span<Tensor* const>* out);
 /// A shape given as an int list (view_copy's size, full's size, ...), copied to `sizes`: at most
 /// kTensorDimensionLimit entries, each in [0, 2^31), or -1 where `allow_minus_one` (kept as -1). Fails with
 /// InvalidArgument naming the entry: the values come from the program, so they are untrusted.

@@ -1,5 +1,6 @@
 // Matrix products: mm, bmm, addmm. Float32 accumulates in float (row-major i-k-j loop for locality),
 // other floating dtypes in double; integer dtypes in int64.
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -86,13 +87,8 @@ bool check_2d(KernelRuntimeContext& ctx, const char* name, const Tensor& t, cons
 }  // namespace
 
 // mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)
-void mm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::mm.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "mat2") : nullptr;
-  Tensor* out = b ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
-  if (!out || !check_2d(ctx, name, *a, "self", 2) || !check_2d(ctx, name, *b, "mat2", 2)) return;
+ETKIT_KERNEL(mm_out, Tensor* a, Tensor* b, Tensor* out) {
+  if (!check_2d(ctx, name, *a, "self", 2) || !check_2d(ctx, name, *b, "mat2", 2)) return;
   if (a->size(1) != b->size(0)) {
     fail(ctx, Error::InvalidArgument, "%s: shapes [%d, %d] and [%d, %d] cannot be multiplied", name, a->size(0),
          a->size(1), b->size(0), b->size(1));
@@ -105,13 +101,8 @@ void mm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)
-void bmm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::bmm.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* b = a ? tensor_arg(ctx, name, args, 1, "mat2") : nullptr;
-  Tensor* out = b ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
-  if (!out || !check_2d(ctx, name, *a, "self", 3) || !check_2d(ctx, name, *b, "mat2", 3)) return;
+ETKIT_KERNEL(bmm_out, Tensor* a, Tensor* b, Tensor* out) {
+  if (!check_2d(ctx, name, *a, "self", 3) || !check_2d(ctx, name, *b, "mat2", 3)) return;
   if (a->size(0) != b->size(0) || a->size(2) != b->size(1)) {
     fail(ctx, Error::InvalidArgument, "%s: shapes [%d, %d, %d] and [%d, %d, %d] cannot be batch-multiplied", name,
          a->size(0), a->size(1), a->size(2), b->size(0), b->size(1), b->size(2));
@@ -127,16 +118,8 @@ void bmm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out)
-void addmm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::addmm.out";
-  if (!check_nargs(ctx, name, args, 6)) return;
-  Tensor* bias = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* a = bias ? tensor_arg(ctx, name, args, 1, "mat1") : nullptr;
-  Tensor* b = a ? tensor_arg(ctx, name, args, 2, "mat2") : nullptr;
-  double beta, alpha;
-  if (!b || !scalar_arg(ctx, name, args, 3, "beta", &beta) || !scalar_arg(ctx, name, args, 4, "alpha", &alpha)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 5, "out");
-  if (!out || !check_2d(ctx, name, *a, "mat1", 2) || !check_2d(ctx, name, *b, "mat2", 2)) return;
+ETKIT_KERNEL(addmm_out, Tensor* bias, Tensor* a, Tensor* b, double beta, double alpha, Tensor* out) {
+  if (!check_2d(ctx, name, *a, "mat1", 2) || !check_2d(ctx, name, *b, "mat2", 2)) return;
   if (a->size(1) != b->size(0)) {
     fail(ctx, Error::InvalidArgument, "%s: shapes [%d, %d] and [%d, %d] cannot be multiplied", name, a->size(0),
          a->size(1), b->size(0), b->size(1));

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "data_movement.h"
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -41,26 +42,9 @@ double p_distance(const Tensor& a, size_t a_off, int64_t a_stride, const Tensor&
 //     Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2, Tensor(d!) out3)
 // out0: [bags, D] sums (mode 0), means (1) or maxima (2); out1 offset2bag [N]; out2 bag sizes [bags];
 // out3 argmax rows [bags, D] for mode 2, else bag sizes again (as torch's CPU kernel returns them).
-void embedding_bag_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::_embedding_bag.out";
-  if (!check_nargs(ctx, name, args, 13)) return;
-  Tensor* weight = tensor_arg(ctx, name, args, 0, "weight");
-  Tensor* indices = weight ? any_tensor(ctx, name, args, 1, "indices") : nullptr;
-  Tensor* offsets = indices ? any_tensor(ctx, name, args, 2, "offsets") : nullptr;
-  int64_t mode, padding_idx;
-  bool include_last;
-  Tensor* psw = nullptr;
-  if (!offsets || !int_arg(ctx, name, args, 4, "mode", &mode) ||
-      !optional_tensor_arg(ctx, name, args, 6, "per_sample_weights", &psw) ||
-      !bool_arg(ctx, name, args, 7, "include_last_offset", &include_last) ||
-      !int_arg(ctx, name, args, 8, "padding_idx", &padding_idx) ||
-      !check_index_dtype(ctx, name, *indices, "indices") || !check_index_dtype(ctx, name, *offsets, "offsets"))
-    return;
-  Tensor* out0 = tensor_arg(ctx, name, args, 9, "out0");
-  Tensor* out1 = out0 ? any_tensor(ctx, name, args, 10, "out1") : nullptr;
-  Tensor* out2 = out1 ? any_tensor(ctx, name, args, 11, "out2") : nullptr;
-  Tensor* out3 = out2 ? any_tensor(ctx, name, args, 12, "out3") : nullptr;
-  if (!out3) return;
+ETKIT_KERNEL(embedding_bag_out, Tensor* weight, Tensor* indices, Tensor* offsets, int64_t mode, Tensor* psw,
+             bool include_last, int64_t padding_idx, Tensor* out0, Tensor* out1, Tensor* out2, Tensor* out3) {
+  if (!check_index_dtype(ctx, name, *indices, "indices") || !check_index_dtype(ctx, name, *offsets, "offsets")) return;
   if (weight->dim() != 2 || indices->dim() != 1 || offsets->dim() != 1 || mode < 0 || mode > 2) {
     fail(ctx, Error::InvalidArgument, "%s: expects 2-D weight, 1-D indices and offsets, mode 0-2", name);
     return;
@@ -126,15 +110,8 @@ void embedding_bag_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // _cdist_forward.out(Tensor x1, Tensor x2, float p, int? compute_mode, *, Tensor(a!) out)
 // x1 [..., P, M], x2 [..., R, M] (same leading dims) -> [..., P, R] p-norm distances.
-void cdist_forward_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::_cdist_forward.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* x1 = tensor_arg(ctx, name, args, 0, "x1");
-  Tensor* x2 = x1 ? tensor_arg(ctx, name, args, 1, "x2") : nullptr;
-  double p;
-  if (!x2 || !scalar_arg(ctx, name, args, 2, "p", &p) || !check_floating(ctx, name, *x1, "x1")) return;
-  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
-  if (!out) return;
+ETKIT_KERNEL(cdist_forward_out, Tensor* x1, Tensor* x2, double p, Tensor* out) {
+  if (!check_floating(ctx, name, *x1, "x1")) return;
   const size_t r = x1->dim();
   bool ok = r >= 2 && x2->dim() == r && x1->size(r - 1) == x2->size(r - 1) && p >= 0;
   for (size_t d = 0; ok && d + 2 < r; ++d) ok = x1->size(d) == x2->size(d);
@@ -162,14 +139,8 @@ void cdist_forward_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // _pdist_forward.out(Tensor self, float p=2., *, Tensor(a!) out): self [N, M] -> [N * (N - 1) / 2],
 // the distances of every pair i < j in row-major order.
-void pdist_forward_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::_pdist_forward.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
-  double p;
-  if (!self || !scalar_arg(ctx, name, args, 1, "p", &p) || !check_floating(ctx, name, *self, "self")) return;
-  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
-  if (!out) return;
+ETKIT_KERNEL(pdist_forward_out, Tensor* self, double p, Tensor* out) {
+  if (!check_floating(ctx, name, *self, "self")) return;
   if (self->dim() != 2 || p < 0 || !self->is_contiguous_dim_order()) {
     fail(ctx, Error::InvalidArgument, "%s: expects a contiguous 2-D input and p >= 0", name);
     return;
@@ -186,17 +157,8 @@ void pdist_forward_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 // col2im.out(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding,
 //            int[2] stride, *, Tensor(a!) out): self [N?, C*kh*kw, L] -> [N?, C, H, W], overlapping
 // patches summed (torch.nn.functional.fold).
-void col2im_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::col2im.out";
-  if (!check_nargs(ctx, name, args, 7)) return;
-  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> osz, k, dil, pad, st;
-  if (!self || !int_list_arg(ctx, name, args, 1, "output_size", &osz) || !int_list_arg(ctx, name, args, 2, "kernel_size", &k) ||
-      !int_list_arg(ctx, name, args, 3, "dilation", &dil) || !int_list_arg(ctx, name, args, 4, "padding", &pad) ||
-      !int_list_arg(ctx, name, args, 5, "stride", &st))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
-  if (!out) return;
+ETKIT_KERNEL(col2im_out, Tensor* self, Span<const int64_t> osz, Span<const int64_t> k, Span<const int64_t> dil,
+             Span<const int64_t> pad, Span<const int64_t> st, Tensor* out) {
   if (osz.size() != 2 || k.size() != 2 || dil.size() != 2 || pad.size() != 2 || st.size() != 2 ||
       (self->dim() != 2 && self->dim() != 3) || !self->is_contiguous_dim_order()) {
     fail(ctx, Error::InvalidArgument, "%s: expects a contiguous 2-D or 3-D input and 2-value size lists", name);
@@ -260,19 +222,8 @@ double grid_source(double coord, int64_t size, int64_t padding_mode, bool align_
 // grid_sampler_2d.out(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, *,
 //                     Tensor(a!) out): input [N, C, H, W], grid [N, Ho, Wo, 2] (x, y in [-1, 1]) -> [N, C, Ho, Wo].
 // interpolation 0 = bilinear, 1 = nearest (bicubic, 2, is refused); padding 0 = zeros, 1 = border, 2 = reflection.
-void grid_sampler_2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::grid_sampler_2d.out";
-  if (!check_nargs(ctx, name, args, 6)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor* grid = in ? tensor_arg(ctx, name, args, 1, "grid") : nullptr;
-  int64_t interp, padding;
-  bool align;
-  if (!grid || !int_arg(ctx, name, args, 2, "interpolation_mode", &interp) ||
-      !int_arg(ctx, name, args, 3, "padding_mode", &padding) || !bool_arg(ctx, name, args, 4, "align_corners", &align) ||
-      !check_floating(ctx, name, *in, "input"))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 5, "out");
-  if (!out) return;
+ETKIT_KERNEL(grid_sampler_2d_out, Tensor* in, Tensor* grid, int64_t interp, int64_t padding, bool align, Tensor* out) {
+  if (!check_floating(ctx, name, *in, "input")) return;
   if (interp != 0 && interp != 1) {
     fail(ctx, Error::NotSupported, "%s: interpolation_mode %lld (bicubic) has no portable kernel; use bilinear or "
          "nearest", name, (long long)interp);
@@ -319,17 +270,9 @@ void grid_sampler_2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 // native_dropout.out(Tensor input, float p, bool? train, *, Tensor(a!) out0, Tensor(b!) out1)
 // Inference (train False or None): out0 = input, mask all true. Training: each element kept with
 // probability 1 - p and scaled by 1 / (1 - p).
-void native_dropout_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::native_dropout.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  double p;
-  bool train = false;
-  if (!in || !scalar_arg(ctx, name, args, 1, "p", &p)) return;
-  if (!args[2]->is_none() && !bool_arg(ctx, name, args, 2, "train", &train)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out0");
-  Tensor* mask = out ? tensor_arg(ctx, name, args, 4, "out1") : nullptr;
-  if (!mask || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()) ||
+ETKIT_KERNEL(native_dropout_out, Tensor* in, double p, OptionalBool train_arg, Tensor* out, Tensor* mask) {
+  const bool train = train_arg.has_value && train_arg.value;
+  if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim()) ||
       !resize_out(ctx, name, *mask, in->sizes().data(), in->dim()))
     return;
   if (p < 0 || p > 1) {
@@ -348,12 +291,10 @@ void native_dropout_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 namespace {
-bool random_fill(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool normal) {
-  if (!check_nargs(ctx, name, args, 2)) return false;
-  Span<const int64_t> size;
-  if (!int_list_arg(ctx, name, args, 0, "size", &size)) return false;
-  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
-  if (!out || !check_floating(ctx, name, *out, "out")) return false;
+/// (size, out) of rand.out / randn.out.
+template <bool normal>
+bool random_fill(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> size, Tensor* out) {
+  if (!check_floating(ctx, name, *out, "out")) return false;
   SizesType s[kMaxDim];
   if (!shape_list(ctx, name, size, "size", s)) return false;
   if (!resize_out(ctx, name, *out, s, size.size())) return false;
@@ -366,21 +307,16 @@ bool random_fill(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args
 }  // namespace
 
 // rand.out(SymInt[] size, *, Tensor(a!) out): uniform in [0, 1).
-void rand_out(KernelRuntimeContext& ctx, Span<EValue*> args) { random_fill(ctx, "aten::rand.out", args, false); }
+ETKIT_KERNEL_FROM(rand_out, random_fill<false>)
 
 // randn.out(SymInt[] size, *, Tensor(a!) out): standard normal.
-void randn_out(KernelRuntimeContext& ctx, Span<EValue*> args) { random_fill(ctx, "aten::randn.out", args, true); }
+ETKIT_KERNEL_FROM(randn_out, random_fill<true>)
 
 // randperm.out(SymInt n, *, Tensor(a!) out): a random permutation of 0..n-1 (Fisher-Yates).
-void randperm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::randperm.out";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  int64_t n;
-  if (!int_arg(ctx, name, args, 0, "n", &n)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
+ETKIT_KERNEL(randperm_out, int64_t n, Tensor* out) {
   const SizesType s[1] = {static_cast<SizesType>(n)};
-  if (!out || n < 0 || !resize_out(ctx, name, *out, s, 1)) {
-    if (out && n < 0) fail(ctx, Error::InvalidArgument, "%s: n must be non-negative, got %lld", name, (long long)n);
+  if (n < 0 || !resize_out(ctx, name, *out, s, 1)) {
+    if (n < 0) fail(ctx, Error::InvalidArgument, "%s: n must be non-negative, got %lld", name, (long long)n);
     return;
   }
   for (int64_t i = 0; i < n; ++i) store_int(out->mutable_data_ptr(), out->scalar_type(), i, i);
@@ -395,12 +331,7 @@ void randperm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // nonzero.out(Tensor self, *, Tensor(a!) out): [count, rank] Long indices of the non-zero elements in
 // row-major order; out is resized within its planned (upper-bound) capacity.
-void nonzero_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::nonzero.out";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  Tensor* out = self ? tensor_arg(ctx, name, args, 1, "out") : nullptr;
-  if (!out) return;
+ETKIT_KERNEL(nonzero_out, Tensor* self, Tensor* out) {
   size_t count = 0;
   int64_t idx[kMaxDim] = {0};
   for (size_t i = 0; i < self->numel(); ++i, next_index(idx, self->sizes().data(), self->dim()))

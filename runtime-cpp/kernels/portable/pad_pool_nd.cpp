@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "data_movement.h"
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -15,13 +16,9 @@ namespace {
 
 enum class PadMode { Reflect, Replicate };
 
-void pad_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t n, PadMode mode) {
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  Span<const int64_t> pad;
-  if (!self || !int_list_arg(ctx, name, args, 1, "padding", &pad)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out) return;
+/// (self, padding, out) of the n-d reflection / replication pads.
+template <size_t n, PadMode mode>
+void pad_nd(KernelRuntimeContext& ctx, const char* name, Tensor* self, Span<const int64_t> pad, Tensor* out) {
   if (pad.size() != 2 * n || self->dim() < n || self->dim() > n + 2) {
     fail(ctx, Error::InvalidArgument, "%s: expects %zu padding values and a rank %zu-%zu input, got %zu and rank %zu",
          name, 2 * n, n + 1, n + 2, pad.size(), self->dim());
@@ -76,10 +73,8 @@ struct PoolGeometry {
 };
 
 /// Reads int[n] lists that may hold one value (broadcast) or be empty (stride = kernel).
-bool int_list_n(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg, size_t n,
+bool int_list_n(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> v, const char* arg, size_t n,
                 const int64_t* fallback, int64_t def, int64_t* out) {
-  Span<const int64_t> v;
-  if (!int_list_arg(ctx, name, args, i, arg, &v)) return false;
   if (v.size() != 0 && v.size() != 1 && v.size() != n) {
     return fail(ctx, Error::InvalidArgument, "%s: %s must have 1 or %zu values, has %zu", name, arg, n, v.size());
   }
@@ -150,29 +145,24 @@ bool resize_pool_out(KernelRuntimeContext& ctx, const char* name, const Tensor& 
   return true;
 }
 
-void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t n, bool has_divisor) {
-  const size_t nargs = has_divisor ? 8 : 7;
-  if (!check_nargs(ctx, name, args, nargs)) return;
-  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
+/// avg_pool1d/3d on unpacked arguments (avg_pool1d has no divisor_override: has_value false).
+void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, size_t n, Tensor* self, Span<const int64_t> kernel_size,
+                 Span<const int64_t> stride, Span<const int64_t> padding, bool ceil_mode, bool include_pad,
+                 OptionalInt divisor_override, Tensor* out) {
   PoolGeometry g;
   size_t planes;
-  bool ceil_mode, include_pad;
-  if (!self || !check_dtype(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
-      !int_list_n(ctx, name, args, 1, "kernel_size", n, nullptr, 1, g.k) ||
-      !int_list_n(ctx, name, args, 2, "stride", n, g.k, 1, g.s) ||
-      !int_list_n(ctx, name, args, 3, "padding", n, nullptr, 0, g.p) ||
-      !bool_arg(ctx, name, args, 4, "ceil_mode", &ceil_mode) ||
-      !bool_arg(ctx, name, args, 5, "count_include_pad", &include_pad))
+  if (!check_dtype(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
+      !int_list_n(ctx, name, kernel_size, "kernel_size", n, nullptr, 1, g.k) ||
+      !int_list_n(ctx, name, stride, "stride", n, g.k, 1, g.s) ||
+      !int_list_n(ctx, name, padding, "padding", n, nullptr, 0, g.p))
     return;
-  int64_t divisor = 0;
-  if (has_divisor && !args[6]->is_none() && !int_arg(ctx, name, args, 6, "divisor_override", &divisor)) return;
-  if (has_divisor && !args[6]->is_none() && divisor == 0) {
+  const int64_t divisor = divisor_override.has_value ? divisor_override.value : 0;
+  if (divisor_override.has_value && divisor == 0) {
     fail(ctx, Error::InvalidArgument, "%s: divisor_override must be non-zero", name);
     return;
   }
   for (size_t d = 0; d < n; ++d) g.dil[d] = 1;
-  Tensor* out = tensor_arg(ctx, name, args, nargs - 1, "out");
-  if (!out || !pool_output_sizes(ctx, name, g, ceil_mode) || !resize_pool_out(ctx, name, *self, g, *out)) return;
+  if (!pool_output_sizes(ctx, name, g, ceil_mode) || !resize_pool_out(ctx, name, *self, g, *out)) return;
   const void* x = self->const_data_ptr();
   const ScalarType t = self->scalar_type();
   size_t in_spatial = 1;
@@ -209,22 +199,19 @@ void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args
   });
 }
 
-void adaptive_avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t n) {
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
+/// (self, output_size, out) of the n-d adaptive average pools.
+template <size_t n>
+void adaptive_avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Tensor* self, Span<const int64_t> size,
+                          Tensor* out) {
   PoolGeometry g;
   size_t planes;
-  Span<const int64_t> size;
-  if (!self || !check_floating(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
-      !int_list_arg(ctx, name, args, 1, "output_size", &size))
-    return;
+  if (!check_floating(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes)) return;
   if (size.size() != n) {
     fail(ctx, Error::InvalidArgument, "%s: output_size must have %zu values, has %zu", name, n, size.size());
     return;
   }
   for (size_t d = 0; d < n; ++d) g.out[d] = size[d];
-  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
-  if (!out || !resize_pool_out(ctx, name, *self, g, *out)) return;
+  if (!resize_pool_out(ctx, name, *self, g, *out)) return;
   size_t in_spatial = 1;
   for (size_t d = 0; d < n; ++d) in_spatial *= static_cast<size_t>(g.in[d]);
   for_each_pool_output(g, planes, [&](size_t pl, const int64_t* o, size_t flat) {
@@ -254,67 +241,49 @@ void adaptive_avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Span<EVal
 
 }  // namespace
 
-void reflection_pad1d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  pad_nd(ctx, "aten::reflection_pad1d.out", args, 1, PadMode::Reflect);
-}
-void reflection_pad2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  pad_nd(ctx, "aten::reflection_pad2d.out", args, 2, PadMode::Reflect);
-}
-void reflection_pad3d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  pad_nd(ctx, "aten::reflection_pad3d.out", args, 3, PadMode::Reflect);
-}
-void replication_pad1d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  pad_nd(ctx, "aten::replication_pad1d.out", args, 1, PadMode::Replicate);
-}
-void replication_pad2d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  pad_nd(ctx, "aten::replication_pad2d.out", args, 2, PadMode::Replicate);
-}
-void replication_pad3d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  pad_nd(ctx, "aten::replication_pad3d.out", args, 3, PadMode::Replicate);
-}
+ETKIT_KERNEL_FROM(reflection_pad1d_out, pad_nd<1, PadMode::Reflect>)
+ETKIT_KERNEL_FROM(reflection_pad2d_out, pad_nd<2, PadMode::Reflect>)
+ETKIT_KERNEL_FROM(reflection_pad3d_out, pad_nd<3, PadMode::Reflect>)
+ETKIT_KERNEL_FROM(replication_pad1d_out, pad_nd<1, PadMode::Replicate>)
+ETKIT_KERNEL_FROM(replication_pad2d_out, pad_nd<2, PadMode::Replicate>)
+ETKIT_KERNEL_FROM(replication_pad3d_out, pad_nd<3, PadMode::Replicate>)
 
 // avg_pool1d.out(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], bool ceil_mode=False,
 //                bool count_include_pad=True, *, Tensor(a!) out)
-void avg_pool1d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  avg_pool_nd(ctx, "aten::avg_pool1d.out", args, 1, false);
+ETKIT_KERNEL(avg_pool1d_out, Tensor* self, Span<const int64_t> kernel_size, Span<const int64_t> stride,
+             Span<const int64_t> padding, bool ceil_mode, bool count_include_pad, Tensor* out) {
+  const OptionalInt no_divisor{false, 0};
+  avg_pool_nd(ctx, name, 1, self, kernel_size, stride, padding, ceil_mode, count_include_pad, no_divisor, out);
 }
 
 // avg_pool3d.out(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False,
 //                bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out)
-void avg_pool3d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  avg_pool_nd(ctx, "aten::avg_pool3d.out", args, 3, true);
+ETKIT_KERNEL(avg_pool3d_out, Tensor* self, Span<const int64_t> kernel_size, Span<const int64_t> stride,
+             Span<const int64_t> padding, bool ceil_mode, bool count_include_pad, OptionalInt divisor_override,
+             Tensor* out) {
+  avg_pool_nd(ctx, name, 3, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
 }
 
 // adaptive_avg_pool1d.out(Tensor self, int[1] output_size, *, Tensor(a!) out)
-void adaptive_avg_pool1d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  adaptive_avg_pool_nd(ctx, "aten::adaptive_avg_pool1d.out", args, 1);
-}
+ETKIT_KERNEL_FROM(adaptive_avg_pool1d_out, adaptive_avg_pool_nd<1>)
 
 // _adaptive_avg_pool3d.out(Tensor self, SymInt[3] output_size, *, Tensor(a!) out)
-void adaptive_avg_pool3d_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  adaptive_avg_pool_nd(ctx, "aten::_adaptive_avg_pool3d.out", args, 3);
-}
+ETKIT_KERNEL_FROM(adaptive_avg_pool3d_out, adaptive_avg_pool_nd<3>)
 
 // max_pool3d_with_indices.out(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0,
 //                             int[3] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)
 // indices are flat offsets into each input plane (d * H * W + h * W + w), as torch returns them.
-void max_pool3d_with_indices_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::max_pool3d_with_indices.out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
+ETKIT_KERNEL(max_pool3d_with_indices_out, Tensor* self, Span<const int64_t> kernel_size, Span<const int64_t> stride,
+             Span<const int64_t> padding, Span<const int64_t> dilation, bool ceil_mode, Tensor* out, Tensor* indices) {
   PoolGeometry g;
   size_t planes;
-  bool ceil_mode;
-  if (!self || !pool_setup(ctx, name, *self, 3, g, &planes) ||
-      !int_list_n(ctx, name, args, 1, "kernel_size", 3, nullptr, 1, g.k) ||
-      !int_list_n(ctx, name, args, 2, "stride", 3, g.k, 1, g.s) ||
-      !int_list_n(ctx, name, args, 3, "padding", 3, nullptr, 0, g.p) ||
-      !int_list_n(ctx, name, args, 4, "dilation", 3, nullptr, 1, g.dil) ||
-      !bool_arg(ctx, name, args, 5, "ceil_mode", &ceil_mode))
+  if (!pool_setup(ctx, name, *self, 3, g, &planes) ||
+      !int_list_n(ctx, name, kernel_size, "kernel_size", 3, nullptr, 1, g.k) ||
+      !int_list_n(ctx, name, stride, "stride", 3, g.k, 1, g.s) ||
+      !int_list_n(ctx, name, padding, "padding", 3, nullptr, 0, g.p) ||
+      !int_list_n(ctx, name, dilation, "dilation", 3, nullptr, 1, g.dil))
     return;
-  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
-  Tensor* indices = out ? tensor_arg(ctx, name, args, 7, "indices") : nullptr;
-  if (!indices || !pool_output_sizes(ctx, name, g, ceil_mode) || !resize_pool_out(ctx, name, *self, g, *out) ||
+  if (!pool_output_sizes(ctx, name, g, ceil_mode) || !resize_pool_out(ctx, name, *self, g, *out) ||
       !resize_pool_out(ctx, name, *self, g, *indices))
     return;
   const size_t in_spatial = static_cast<size_t>(g.in[0] * g.in[1] * g.in[2]);

@@ -4,6 +4,7 @@
 // as Python does); anything with a Double is computed in double; truediv is always Double.
 #include <cmath>
 
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -28,14 +29,14 @@ bool number(KernelRuntimeContext& ctx, const char* name, const EValue& v, const 
               runtime::tag_name(v.tag()));
 }
 
-void binary(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, Prim op) {
-  if (!check_nargs(ctx, name, args, 3)) return;
+template <Prim op>
+void binary(KernelRuntimeContext& ctx, const char* name, EValue* a_arg, EValue* b_arg, EValue* out_arg) {
   bool ai = false, bi = false;
   int64_t a = 0, b = 0;
   double x = 0, y = 0;
-  if (!number(ctx, name, *args[0], "a", &ai, &a, &x) || !number(ctx, name, *args[1], "b", &bi, &b, &y)) return;
+  if (!number(ctx, name, *a_arg, "a", &ai, &a, &x) || !number(ctx, name, *b_arg, "b", &bi, &b, &y)) return;
   const bool ints = ai && bi;
-  EValue& out = *args[2];
+  EValue& out = *out_arg;
   switch (op) {
     case Prim::Eq: out = EValue(ints ? a == b : x == y); return;
     case Prim::Gt: out = EValue(ints ? a > b : x > y); return;
@@ -80,68 +81,57 @@ void binary(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, Pri
 
 }  // namespace
 
-#define ETKIT_PRIM_BINARY(fn, op, label) \
-  void fn(KernelRuntimeContext& ctx, Span<EValue*> args) { binary(ctx, "executorch_prim::" label ".Scalar", args, op); }
-ETKIT_PRIM_BINARY(prim_add_scalar, Prim::Add, "add")
-ETKIT_PRIM_BINARY(prim_sub_scalar, Prim::Sub, "sub")
-ETKIT_PRIM_BINARY(prim_mul_scalar, Prim::Mul, "mul")
-ETKIT_PRIM_BINARY(prim_floordiv_scalar, Prim::FloorDiv, "floordiv")
-ETKIT_PRIM_BINARY(prim_truediv_scalar, Prim::TrueDiv, "truediv")
-ETKIT_PRIM_BINARY(prim_mod_scalar, Prim::Mod, "mod")
-ETKIT_PRIM_BINARY(prim_eq_scalar, Prim::Eq, "eq")
-ETKIT_PRIM_BINARY(prim_gt_scalar, Prim::Gt, "gt")
-ETKIT_PRIM_BINARY(prim_lt_scalar, Prim::Lt, "lt")
-ETKIT_PRIM_BINARY(prim_ge_scalar, Prim::Ge, "ge")
-ETKIT_PRIM_BINARY(prim_le_scalar, Prim::Le, "le")
-ETKIT_PRIM_BINARY(prim_sym_max_scalar, Prim::Max, "sym_max")
-ETKIT_PRIM_BINARY(prim_sym_min_scalar, Prim::Min, "sym_min")
+#define ETKIT_PRIM_BINARY(fn, op) ETKIT_KERNEL_FROM(fn, binary<op>)
+ETKIT_PRIM_BINARY(prim_add_scalar, Prim::Add)
+ETKIT_PRIM_BINARY(prim_sub_scalar, Prim::Sub)
+ETKIT_PRIM_BINARY(prim_mul_scalar, Prim::Mul)
+ETKIT_PRIM_BINARY(prim_floordiv_scalar, Prim::FloorDiv)
+ETKIT_PRIM_BINARY(prim_truediv_scalar, Prim::TrueDiv)
+ETKIT_PRIM_BINARY(prim_mod_scalar, Prim::Mod)
+ETKIT_PRIM_BINARY(prim_eq_scalar, Prim::Eq)
+ETKIT_PRIM_BINARY(prim_gt_scalar, Prim::Gt)
+ETKIT_PRIM_BINARY(prim_lt_scalar, Prim::Lt)
+ETKIT_PRIM_BINARY(prim_ge_scalar, Prim::Ge)
+ETKIT_PRIM_BINARY(prim_le_scalar, Prim::Le)
+ETKIT_PRIM_BINARY(prim_sym_max_scalar, Prim::Max)
+ETKIT_PRIM_BINARY(prim_sym_min_scalar, Prim::Min)
 #undef ETKIT_PRIM_BINARY
 
 // executorch_prim::neg.Scalar(a, out)
-void prim_neg_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "executorch_prim::neg.Scalar";
-  if (!check_nargs(ctx, name, args, 2)) return;
+ETKIT_KERNEL(prim_neg_scalar, EValue* a_arg, EValue* out) {
   bool is_int = false;
   int64_t a = 0;
   double x = 0;
-  if (number(ctx, name, *args[0], "a", &is_int, &a, &x)) *args[1] = is_int ? EValue(-a) : EValue(-x);
+  if (number(ctx, name, *a_arg, "a", &is_int, &a, &x)) *out = is_int ? EValue(-a) : EValue(-x);
 }
 
 // aten::_local_scalar_dense(Tensor self) -> Scalar: the value of a one-element tensor (Tensor.item()),
 // as an Int for integer dtypes, a Bool for bool, a Double for floating dtypes.
-void local_scalar_dense(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::_local_scalar_dense";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* t = tensor_arg(ctx, name, args, 0, "self");
-  if (!t) return;
+ETKIT_KERNEL(local_scalar_dense, Tensor* t, EValue* out) {
   if (t->numel() != 1) {
     fail(ctx, Error::InvalidArgument, "%s: a tensor with %zu elements has no single value", name, t->numel());
     return;
   }
   const ScalarType s = t->scalar_type();
-  if (s == ScalarType::Bool) *args[1] = EValue(load_int(t->const_data_ptr(), s, 0) != 0);
-  else if (is_floating(s)) *args[1] = EValue(load_double(t->const_data_ptr(), s, 0));
-  else *args[1] = EValue(load_int(t->const_data_ptr(), s, 0));
+  if (s == ScalarType::Bool) *out = EValue(load_int(t->const_data_ptr(), s, 0) != 0);
+  else if (is_floating(s)) *out = EValue(load_double(t->const_data_ptr(), s, 0));
+  else *out = EValue(load_int(t->const_data_ptr(), s, 0));
 }
 
 // executorch_prim::sym_ite.Scalar(cond, a, b, out): a if cond else b (torch.sym_ite).
-void prim_sym_ite_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "executorch_prim::sym_ite.Scalar";
-  if (!check_nargs(ctx, name, args, 4)) return;
+ETKIT_KERNEL(prim_sym_ite_scalar, EValue* cond, EValue* a, EValue* b, EValue* out) {
   bool is_int = false;
   int64_t c = 0;
   double x = 0;
-  if (number(ctx, name, *args[0], "cond", &is_int, &c, &x)) *args[3] = x != 0 ? *args[1] : *args[2];
+  if (number(ctx, name, *cond, "cond", &is_int, &c, &x)) *out = x != 0 ? *a : *b;
 }
 
 // executorch_prim::sym_float.Scalar(a, out)
-void prim_sym_float_scalar(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "executorch_prim::sym_float.Scalar";
-  if (!check_nargs(ctx, name, args, 2)) return;
+ETKIT_KERNEL(prim_sym_float_scalar, EValue* a_arg, EValue* out) {
   bool is_int = false;
   int64_t a = 0;
   double x = 0;
-  if (number(ctx, name, *args[0], "a", &is_int, &a, &x)) *args[1] = EValue(x);
+  if (number(ctx, name, *a_arg, "a", &is_int, &a, &x)) *out = EValue(x);
 }
 
 }  // namespace etkit::portable

@@ -8,15 +8,15 @@
 #include <cmath>
 
 #include "data_movement.h"
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
 namespace {
 
-bool qrange(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, int64_t* qmin, int64_t* qmax) {
-  if (!int_arg(ctx, name, args, i, "quant_min", qmin) || !int_arg(ctx, name, args, i + 1, "quant_max", qmax)) return false;
-  if (*qmin > *qmax) return fail(ctx, Error::InvalidArgument, "%s: quant_min %lld > quant_max %lld", name,
-                                 (long long)*qmin, (long long)*qmax);
+bool check_qrange(KernelRuntimeContext& ctx, const char* name, int64_t qmin, int64_t qmax) {
+  if (qmin > qmax) return fail(ctx, Error::InvalidArgument, "%s: quant_min %lld > quant_max %lld", name,
+                               (long long)qmin, (long long)qmax);
   return true;
 }
 
@@ -59,10 +59,7 @@ void dequantize_tensor_impl(KernelRuntimeContext& ctx, const char* name, const T
   }
 }
 
-bool scalar_tensor_value(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg,
-                         double* out) {
-  Tensor* t = tensor_arg(ctx, name, args, i, arg);
-  if (!t) return false;
+bool scalar_tensor_value(KernelRuntimeContext& ctx, const char* name, const Tensor* t, const char* arg, double* out) {
   if (t->numel() != 1) return fail(ctx, Error::InvalidArgument, "%s: %s must have one element, has %zu", name, arg, t->numel());
   *out = load_double(t->const_data_ptr(), t->scalar_type(), 0);
   return true;
@@ -72,62 +69,37 @@ bool scalar_tensor_value(KernelRuntimeContext& ctx, const char* name, Span<EValu
 
 // quantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max,
 //                         ScalarType dtype, *, Tensor(a!) out)
-void q_quantize_per_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::quantize_per_tensor.out";
-  if (!check_nargs(ctx, name, args, 7)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  double scale = 0;
-  int64_t zp, qmin, qmax;
-  if (!in || !scalar_arg(ctx, name, args, 1, "scale", &scale) || !int_arg(ctx, name, args, 2, "zero_point", &zp) ||
-      !qrange(ctx, name, args, 3, &qmin, &qmax) || !check_floating(ctx, name, *in, "input"))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
-  if (out) quantize_tensor_impl(ctx, name, *in, static_cast<float>(1.0 / scale), double(zp), qmin, qmax, *out);
+ETKIT_KERNEL(q_quantize_per_tensor_out, Tensor* in, double scale, int64_t zp, int64_t qmin, int64_t qmax, Tensor* out) {
+  if (!check_qrange(ctx, name, qmin, qmax) || !check_floating(ctx, name, *in, "input")) return;
+  quantize_tensor_impl(ctx, name, *in, static_cast<float>(1.0 / scale), double(zp), qmin, qmax, *out);
 }
 
 // quantize_per_tensor.tensor_out(Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max,
 //                                ScalarType dtype, *, Tensor(a!) out)
-void q_quantize_per_tensor_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::quantize_per_tensor.tensor_out";
-  if (!check_nargs(ctx, name, args, 7)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+ETKIT_KERNEL(q_quantize_per_tensor_tensor_out, Tensor* in, Tensor* scale_t, Tensor* zp_t, int64_t qmin, int64_t qmax,
+             Tensor* out) {
   double scale = 0, zp = 0;
-  int64_t qmin, qmax;
-  if (!in || !scalar_tensor_value(ctx, name, args, 1, "scale", &scale) ||
-      !scalar_tensor_value(ctx, name, args, 2, "zero_point", &zp) || !qrange(ctx, name, args, 3, &qmin, &qmax) ||
-      !check_floating(ctx, name, *in, "input"))
+  if (!scalar_tensor_value(ctx, name, scale_t, "scale", &scale) || !scalar_tensor_value(ctx, name, zp_t, "zero_point", &zp) ||
+      !check_qrange(ctx, name, qmin, qmax) || !check_floating(ctx, name, *in, "input"))
     return;
-  const bool f32 = args[1]->to_tensor().scalar_type() == ScalarType::Float;
+  const bool f32 = scale_t->scalar_type() == ScalarType::Float;
   const float inv = f32 ? 1.0f / static_cast<float>(scale) : static_cast<float>(1.0 / scale);
-  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
-  if (out) quantize_tensor_impl(ctx, name, *in, inv, zp, qmin, qmax, *out);
+  quantize_tensor_impl(ctx, name, *in, inv, zp, qmin, qmax, *out);
 }
 
 // dequantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max,
 //                           ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)
-void q_dequantize_per_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::dequantize_per_tensor.out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  double scale = 0;
-  int64_t zp;
-  if (!in || !scalar_arg(ctx, name, args, 1, "scale", &scale) || !int_arg(ctx, name, args, 2, "zero_point", &zp)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
-  if (out) dequantize_tensor_impl(ctx, name, *in, static_cast<float>(scale), static_cast<float>(zp), *out);
+ETKIT_KERNEL(q_dequantize_per_tensor_out, Tensor* in, double scale, int64_t zp, Tensor* out) {
+  dequantize_tensor_impl(ctx, name, *in, static_cast<float>(scale), static_cast<float>(zp), *out);
 }
 
 // dequantize_per_tensor.tensor_out(Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max,
 //                                  ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)
-void q_dequantize_per_tensor_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::dequantize_per_tensor.tensor_out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
+ETKIT_KERNEL(q_dequantize_per_tensor_tensor_out, Tensor* in, Tensor* scale_t, Tensor* zp_t, Tensor* out) {
   double scale = 0, zp = 0;
-  if (!in || !scalar_tensor_value(ctx, name, args, 1, "scale", &scale) ||
-      !scalar_tensor_value(ctx, name, args, 2, "zero_point", &zp))
+  if (!scalar_tensor_value(ctx, name, scale_t, "scale", &scale) || !scalar_tensor_value(ctx, name, zp_t, "zero_point", &zp))
     return;
-  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
-  if (out) dequantize_tensor_impl(ctx, name, *in, static_cast<float>(scale), static_cast<float>(zp), *out);
+  dequantize_tensor_impl(ctx, name, *in, static_cast<float>(scale), static_cast<float>(zp), *out);
 }
 
 namespace {
@@ -152,20 +124,12 @@ bool per_channel_params(KernelRuntimeContext& ctx, const char* name, const Tenso
 
 // quantize_per_channel.out(Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min,
 //                          int quant_max, ScalarType dtype, *, Tensor(a!) out)
-void q_quantize_per_channel_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::quantize_per_channel.out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor* scales = in ? tensor_arg(ctx, name, args, 1, "scales") : nullptr;
-  Tensor* zps = scales ? tensor_arg(ctx, name, args, 2, "zero_points") : nullptr;
-  int64_t axis_arg, qmin, qmax;
+ETKIT_KERNEL(q_quantize_per_channel_out, Tensor* in, Tensor* scales, Tensor* zps, int64_t axis_arg, int64_t qmin,
+             int64_t qmax, Tensor* out) {
   size_t axis;
-  if (!zps || !int_arg(ctx, name, args, 3, "axis", &axis_arg) || !qrange(ctx, name, args, 4, &qmin, &qmax) ||
-      !normalize_dim(ctx, name, axis_arg, in->dim(), &axis) || !per_channel_params(ctx, name, *in, axis, *scales, zps) ||
-      !check_floating(ctx, name, *in, "input"))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
-  if (!out || !check_quantized_dtype(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()))
+  if (!check_qrange(ctx, name, qmin, qmax) || !normalize_dim(ctx, name, axis_arg, in->dim(), &axis) ||
+      !per_channel_params(ctx, name, *in, axis, *scales, zps) || !check_floating(ctx, name, *in, "input") ||
+      !check_quantized_dtype(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()))
     return;
   const bool dbl = scales->scalar_type() == ScalarType::Double;
   for_each_along(*in, *out, axis, [&](size_t c, size_t io, size_t oo) {
@@ -184,20 +148,11 @@ void q_quantize_per_channel_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // dequantize_per_channel.out(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min,
 //                            int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)
-void q_dequantize_per_channel_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::dequantize_per_channel.out";
-  if (!check_nargs(ctx, name, args, 9)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor* scales = in ? tensor_arg(ctx, name, args, 1, "scales") : nullptr;
-  Tensor* zps = nullptr;
-  int64_t axis_arg;
+ETKIT_KERNEL(q_dequantize_per_channel_out, Tensor* in, Tensor* scales, Tensor* zps, int64_t axis_arg, Tensor* out) {
   size_t axis;
-  if (!scales || !optional_tensor_arg(ctx, name, args, 2, "zero_points", &zps) ||
-      !int_arg(ctx, name, args, 3, "axis", &axis_arg) || !normalize_dim(ctx, name, axis_arg, in->dim(), &axis) ||
-      !per_channel_params(ctx, name, *in, axis, *scales, zps) || !check_quantized_dtype(ctx, name, *in, "input"))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 8, "out");
-  if (!out || !check_floating(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()))
+  if (!normalize_dim(ctx, name, axis_arg, in->dim(), &axis) || !per_channel_params(ctx, name, *in, axis, *scales, zps) ||
+      !check_quantized_dtype(ctx, name, *in, "input") || !check_floating(ctx, name, *out, "out") ||
+      !resize_out(ctx, name, *out, in->sizes().data(), in->dim()))
     return;
   const bool dbl = scales->scalar_type() == ScalarType::Double;
   for_each_along(*in, *out, axis, [&](size_t c, size_t io, size_t oo) {
@@ -225,20 +180,12 @@ bool per_token_params(KernelRuntimeContext& ctx, const char* name, const Tensor&
 
 // quantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min, int quant_max,
 //                        ScalarType dtype, *, Tensor(a!) out)
-void q_quantize_per_token_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::quantize_per_token.out";
-  if (!check_nargs(ctx, name, args, 7)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor* scales = in ? tensor_arg(ctx, name, args, 1, "scales") : nullptr;
-  Tensor* zps = scales ? tensor_arg(ctx, name, args, 2, "zero_points") : nullptr;
-  int64_t qmin, qmax;
+ETKIT_KERNEL(q_quantize_per_token_out, Tensor* in, Tensor* scales, Tensor* zps, int64_t qmin, int64_t qmax,
+             Tensor* out) {
   size_t tokens;
-  if (!zps || !qrange(ctx, name, args, 3, &qmin, &qmax) || !check_floating(ctx, name, *in, "input") ||
-      !per_token_params(ctx, name, *in, *scales, *zps, &tokens))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 6, "out");
-  if (!out || !check_quantized_dtype(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()) ||
-      !out->is_contiguous_dim_order())
+  if (!check_qrange(ctx, name, qmin, qmax) || !check_floating(ctx, name, *in, "input") ||
+      !per_token_params(ctx, name, *in, *scales, *zps, &tokens) || !check_quantized_dtype(ctx, name, *out, "out") ||
+      !resize_out(ctx, name, *out, in->sizes().data(), in->dim()) || !out->is_contiguous_dim_order())
     return;
   const size_t last = tokens ? in->numel() / tokens : 0;
   const bool dbl = scales->scalar_type() == ScalarType::Double;
@@ -257,17 +204,10 @@ void q_quantize_per_token_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // dequantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min, int quant_max,
 //                          ScalarType dtype, ScalarType output_dtype, *, Tensor(a!) out)
-void q_dequantize_per_token_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::dequantize_per_token.out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor* scales = in ? tensor_arg(ctx, name, args, 1, "scales") : nullptr;
-  Tensor* zps = scales ? tensor_arg(ctx, name, args, 2, "zero_points") : nullptr;
+ETKIT_KERNEL(q_dequantize_per_token_out, Tensor* in, Tensor* scales, Tensor* zps, Tensor* out) {
   size_t tokens;
-  if (!zps || !check_quantized_dtype(ctx, name, *in, "input") || !per_token_params(ctx, name, *in, *scales, *zps, &tokens))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 7, "out");
-  if (!out || !check_floating(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()) ||
+  if (!check_quantized_dtype(ctx, name, *in, "input") || !per_token_params(ctx, name, *in, *scales, *zps, &tokens) ||
+      !check_floating(ctx, name, *out, "out") || !resize_out(ctx, name, *out, in->sizes().data(), in->dim()) ||
       !out->is_contiguous_dim_order())
     return;
   const size_t last = tokens ? in->numel() / tokens : 0;
@@ -289,19 +229,11 @@ void q_dequantize_per_token_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 // Per-tensor affine parameters from the input's range (including 0), in float32 as torch's
 // determine_qparams: scale = max((max - min) / (qmax - qmin), eps), zero point = qmin - round(min / scale),
 // clamped; written as float64 [1] and int64 [1].
-void q_choose_qparams_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::choose_qparams.Tensor_out";
-  if (!check_nargs(ctx, name, args, 7)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  int64_t qmin, qmax;
-  double eps;
-  if (!in || !qrange(ctx, name, args, 1, &qmin, &qmax) || !scalar_arg(ctx, name, args, 3, "eps", &eps) ||
-      !check_floating(ctx, name, *in, "input"))
-    return;
-  Tensor* scale = tensor_arg(ctx, name, args, 5, "scale_out");
-  Tensor* zp = scale ? tensor_arg(ctx, name, args, 6, "zero_point_out") : nullptr;
+ETKIT_KERNEL(q_choose_qparams_tensor_out, Tensor* in, int64_t qmin, int64_t qmax, double eps, Tensor* scale,
+             Tensor* zp) {
+  if (!check_qrange(ctx, name, qmin, qmax) || !check_floating(ctx, name, *in, "input")) return;
   const SizesType one[1] = {1};
-  if (!zp || !resize_out(ctx, name, *scale, one, 1) || !resize_out(ctx, name, *zp, one, 1)) return;
+  if (!resize_out(ctx, name, *scale, one, 1) || !resize_out(ctx, name, *zp, one, 1)) return;
   float lo = 0.f, hi = 0.f;  // min(min, 0), max(max, 0)
   int64_t idx[kMaxDim] = {0};
   for (size_t i = 0; i < in->numel(); ++i, next_index(idx, in->sizes().data(), in->dim())) {
@@ -321,15 +253,10 @@ void q_choose_qparams_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) 
 // One (scale, zero point) per row of the last dim, int8 range, float32 arithmetic as torch's
 // reference (the zero point nearer the side with the larger error); scales float64 and zero points int64,
 // shape [..., 1].
-void q_choose_qparams_per_token_asymmetric_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "quantized_decomposed::choose_qparams_per_token_asymmetric.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  if (!in || !check_floating(ctx, name, *in, "input")) return;
-  Tensor* scale = tensor_arg(ctx, name, args, 2, "scale_out");
-  Tensor* zp = scale ? tensor_arg(ctx, name, args, 3, "zero_point_out") : nullptr;
-  if (!zp || in->dim() == 0 || !in->is_contiguous_dim_order()) {
-    if (zp) fail(ctx, Error::InvalidArgument, "%s: expects a contiguous input of rank >= 1", name);
+ETKIT_KERNEL(q_choose_qparams_per_token_asymmetric_out, Tensor* in, Tensor* scale, Tensor* zp) {
+  if (!check_floating(ctx, name, *in, "input")) return;
+  if (in->dim() == 0 || !in->is_contiguous_dim_order()) {
+    fail(ctx, Error::InvalidArgument, "%s: expects a contiguous input of rank >= 1", name);
     return;
   }
   SizesType shape[kMaxDim];

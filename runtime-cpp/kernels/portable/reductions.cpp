@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <limits>
 
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -143,131 +144,67 @@ void reduce_op(KernelRuntimeContext& ctx, const char* name, Red kind, const Tens
       });
 }
 
-bool optional_dim_list(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i,
-                       Span<const int64_t>* dims, bool* all) {
-  bool none = false;
-  if (!int_list_arg(ctx, name, args, i, "dim", dims, &none)) return false;
-  *all = none || dims->empty();
-  return true;
-}
-
 }  // namespace
 
 // sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out)
-void sum_intlist_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::sum.IntList_out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  bool all, keepdim;
-  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
-  if (out) reduce_op(ctx, name, Red::Sum, *a, dims, all, keepdim, *out);
+ETKIT_KERNEL(sum_intlist_out, Tensor* a, IntList dims_arg, bool keepdim, Tensor* out) {
+  Span<const int64_t> dims = dims_arg.list;
+  bool all = dims_arg.is_none || dims.empty();
+  reduce_op(ctx, name, Red::Sum, *a, dims, all, keepdim, *out);
 }
 
 // prod.int_out(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out)
-void prod_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::prod.int_out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  int64_t dim;
-  bool keepdim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
+ETKIT_KERNEL(prod_int_out, Tensor* a, int64_t dim, bool keepdim, Tensor* out) {
   const int64_t dims[1] = {dim};
-  if (out) reduce_op(ctx, name, Red::Prod, *a, Span<const int64_t>(dims, 1), false, keepdim, *out);
+  reduce_op(ctx, name, Red::Prod, *a, Span<const int64_t>(dims, 1), false, keepdim, *out);
 }
 
 // prod.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out)
-void prod_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::prod.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* out = a ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
-  if (out) reduce_op(ctx, name, Red::Prod, *a, {}, true, false, *out);
+ETKIT_KERNEL(prod_out, Tensor* a, Tensor* out) {
+  reduce_op(ctx, name, Red::Prod, *a, {}, true, false, *out);
 }
 
 // mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out)
-void mean_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::mean.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  bool all, keepdim;
-  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
-  if (out && check_floating(ctx, name, *out, "out")) reduce_op(ctx, name, Red::Mean, *a, dims, all, keepdim, *out);
+ETKIT_KERNEL(mean_out, Tensor* a, IntList dims_arg, bool keepdim, Tensor* out) {
+  Span<const int64_t> dims = dims_arg.list;
+  bool all = dims_arg.is_none || dims.empty();
+  if (check_floating(ctx, name, *out, "out")) reduce_op(ctx, name, Red::Mean, *a, dims, all, keepdim, *out);
 }
 
 // mean.dtype_out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out)
-void mean_dtype_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::mean.dtype_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* out = a ? tensor_arg(ctx, name, args, 2, "out") : nullptr;
-  if (out && check_floating(ctx, name, *out, "out")) reduce_op(ctx, name, Red::Mean, *a, {}, true, false, *out);
+ETKIT_KERNEL(mean_dtype_out, Tensor* a, Tensor* out) {
+  if (check_floating(ctx, name, *out, "out")) reduce_op(ctx, name, Red::Mean, *a, {}, true, false, *out);
 }
 
 // amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out)
-void amax_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::amax.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  bool all, keepdim;
-  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) reduce_op(ctx, name, Red::Max, *a, dims, all, keepdim, *out);
+ETKIT_KERNEL(amax_out, Tensor* a, IntList dims_arg, bool keepdim, Tensor* out) {
+  Span<const int64_t> dims = dims_arg.list;
+  bool all = dims_arg.is_none || dims.empty();
+  reduce_op(ctx, name, Red::Max, *a, dims, all, keepdim, *out);
 }
 
 // amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out)
-void amin_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::amin.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  bool all, keepdim;
-  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) reduce_op(ctx, name, Red::Min, *a, dims, all, keepdim, *out);
+ETKIT_KERNEL(amin_out, Tensor* a, IntList dims_arg, bool keepdim, Tensor* out) {
+  Span<const int64_t> dims = dims_arg.list;
+  bool all = dims_arg.is_none || dims.empty();
+  reduce_op(ctx, name, Red::Min, *a, dims, all, keepdim, *out);
 }
 
 // any.all_out(Tensor self, *, Tensor(a!) out)
-void any_all_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::any.all_out";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* out = a ? tensor_arg(ctx, name, args, 1, "out") : nullptr;
-  if (out) reduce_op(ctx, name, Red::Any, *a, {}, true, false, *out);
+ETKIT_KERNEL(any_all_out, Tensor* a, Tensor* out) {
+  reduce_op(ctx, name, Red::Any, *a, {}, true, false, *out);
 }
 
 // any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out)
-void any_dims_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::any.dims_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  bool all, keepdim;
-  if (!a || !optional_dim_list(ctx, name, args, 1, &dims, &all) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) reduce_op(ctx, name, Red::Any, *a, dims, all, keepdim, *out);
+ETKIT_KERNEL(any_dims_out, Tensor* a, IntList dims_arg, bool keepdim, Tensor* out) {
+  Span<const int64_t> dims = dims_arg.list;
+  bool all = dims_arg.is_none || dims.empty();
+  reduce_op(ctx, name, Red::Any, *a, dims, all, keepdim, *out);
 }
 
 // any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out)
-void any_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::any.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  int64_t dim;
-  bool keepdim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) reduce_op(ctx, name, Red::Any, *a, Span<const int64_t>(&dim, 1), false, keepdim, *out);
+ETKIT_KERNEL(any_out, Tensor* a, int64_t dim, bool keepdim, Tensor* out) {
+  reduce_op(ctx, name, Red::Any, *a, Span<const int64_t>(&dim, 1), false, keepdim, *out);
 }
 
 namespace {
@@ -299,57 +236,23 @@ void arg_reduce(KernelRuntimeContext& ctx, const char* name, bool is_max, const 
 }  // namespace
 
 // argmax.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out)
-void argmax_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::argmax.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  int64_t dim = 0;
-  bool keepdim;
-  bool has_dim = a && !args[1]->is_none();
-  if (!a || (has_dim && !int_arg(ctx, name, args, 1, "dim", &dim)) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) arg_reduce(ctx, name, true, *a, has_dim, dim, keepdim, nullptr, out);
+ETKIT_KERNEL(argmax_out, Tensor* a, OptionalInt dim, bool keepdim, Tensor* out) {
+  arg_reduce(ctx, name, true, *a, dim.has_value, dim.value, keepdim, nullptr, out);
 }
 
 // argmin.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out)
-void argmin_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::argmin.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  int64_t dim = 0;
-  bool keepdim;
-  bool has_dim = a && !args[1]->is_none();
-  if (!a || (has_dim && !int_arg(ctx, name, args, 1, "dim", &dim)) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) arg_reduce(ctx, name, false, *a, has_dim, dim, keepdim, nullptr, out);
+ETKIT_KERNEL(argmin_out, Tensor* a, OptionalInt dim, bool keepdim, Tensor* out) {
+  arg_reduce(ctx, name, false, *a, dim.has_value, dim.value, keepdim, nullptr, out);
 }
 
 // max.dim_max(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) max, Tensor(b!) max_values)
-void max_dim_max(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::max.dim_max";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  int64_t dim;
-  bool keepdim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim)) return;
-  Tensor* v = tensor_arg(ctx, name, args, 3, "max");
-  Tensor* i = v ? tensor_arg(ctx, name, args, 4, "max_indices") : nullptr;
-  if (i) arg_reduce(ctx, name, true, *a, true, dim, keepdim, v, i);
+ETKIT_KERNEL(max_dim_max, Tensor* a, int64_t dim, bool keepdim, Tensor* v, Tensor* i) {
+  arg_reduce(ctx, name, true, *a, true, dim, keepdim, v, i);
 }
 
 // min.dim_min(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) min, Tensor(b!) min_indices)
-void min_dim_min(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::min.dim_min";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  int64_t dim;
-  bool keepdim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !bool_arg(ctx, name, args, 2, "keepdim", &keepdim)) return;
-  Tensor* v = tensor_arg(ctx, name, args, 3, "min");
-  Tensor* i = v ? tensor_arg(ctx, name, args, 4, "min_indices") : nullptr;
-  if (i) arg_reduce(ctx, name, false, *a, true, dim, keepdim, v, i);
+ETKIT_KERNEL(min_dim_min, Tensor* a, int64_t dim, bool keepdim, Tensor* v, Tensor* i) {
+  arg_reduce(ctx, name, false, *a, true, dim, keepdim, v, i);
 }
 
 namespace {
@@ -369,14 +272,11 @@ bool check_contiguous(KernelRuntimeContext& ctx, const char* name, const Tensor&
   return true;
 }
 
-void softmax_impl(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool log) {
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  int64_t dim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
+/// (self, dim, out) of _softmax / _log_softmax.
+template <bool log>
+void softmax_impl(KernelRuntimeContext& ctx, const char* name, Tensor* a, int64_t dim, Tensor* out) {
   size_t d;
-  if (!out || !check_floating(ctx, name, *a, "self") || !normalize_dim(ctx, name, dim, a->dim(), &d) ||
+  if (!check_floating(ctx, name, *a, "self") || !normalize_dim(ctx, name, dim, a->dim(), &d) ||
       !check_contiguous(ctx, name, *a, "self") || !check_contiguous(ctx, name, *out, "out") ||
       !resize_out(ctx, name, *out, a->sizes().data(), a->dim()))
     return;
@@ -403,25 +303,16 @@ void softmax_impl(KernelRuntimeContext& ctx, const char* name, Span<EValue*> arg
 }  // namespace
 
 // _softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out)
-void softmax_out(KernelRuntimeContext& ctx, Span<EValue*> args) { softmax_impl(ctx, "aten::_softmax.out", args, false); }
+ETKIT_KERNEL_FROM(softmax_out, softmax_impl<false>)
 // _log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out)
-void log_softmax_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  softmax_impl(ctx, "aten::_log_softmax.out", args, true);
-}
+ETKIT_KERNEL_FROM(log_softmax_out, softmax_impl<true>)
 
 // cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out)
-void cumsum_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::cumsum.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  int64_t dim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  size_t d;
-  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d) || !check_contiguous(ctx, name, *a, "self") ||
+ETKIT_KERNEL(cumsum_out, Tensor* a, int64_t dim, Tensor* out) {
+  size_t d, outer, size, inner;
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d) || !check_contiguous(ctx, name, *a, "self") ||
       !check_contiguous(ctx, name, *out, "out") || !resize_out(ctx, name, *out, a->sizes().data(), a->dim()))
     return;
-  size_t outer, size, inner;
   split_dims(*a, d, &outer, &size, &inner);
   const bool use_int = !is_floating(out->scalar_type());
   for (size_t o = 0; o < outer; ++o) {
@@ -444,21 +335,9 @@ void cumsum_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // native_layer_norm.out(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, *,
 //                       Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)
-void native_layer_norm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::native_layer_norm.out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Span<const int64_t> norm;
-  Tensor *w = nullptr, *b = nullptr;
-  double eps;
-  if (!in || !int_list_arg(ctx, name, args, 1, "normalized_shape", &norm) ||
-      !optional_tensor_arg(ctx, name, args, 2, "weight", &w) || !optional_tensor_arg(ctx, name, args, 3, "bias", &b) ||
-      !scalar_arg(ctx, name, args, 4, "eps", &eps))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 5, "out0");
-  Tensor* mean = out ? tensor_arg(ctx, name, args, 6, "out1") : nullptr;
-  Tensor* rstd = mean ? tensor_arg(ctx, name, args, 7, "out2") : nullptr;
-  if (!rstd || !check_floating(ctx, name, *in, "input") || !check_contiguous(ctx, name, *in, "input")) return;
+ETKIT_KERNEL(native_layer_norm_out, Tensor* in, Span<const int64_t> norm, Tensor* w, Tensor* b, double eps, Tensor* out,
+             Tensor* mean, Tensor* rstd) {
+  if (!check_floating(ctx, name, *in, "input") || !check_contiguous(ctx, name, *in, "input")) return;
   if (norm.size() > in->dim()) {
     fail(ctx, Error::InvalidArgument, "%s: normalized_shape has %zu dims but input has %zu", name, norm.size(),
          in->dim());
@@ -513,21 +392,10 @@ void native_layer_norm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // _native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean,
 //     Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)
-void native_batch_norm_legit_no_training_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::_native_batch_norm_legit_no_training.out";
-  if (!check_nargs(ctx, name, args, 8)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor *w = nullptr, *b = nullptr;
-  if (!in || !optional_tensor_arg(ctx, name, args, 1, "weight", &w) || !optional_tensor_arg(ctx, name, args, 2, "bias", &b))
-    return;
-  Tensor* rm = tensor_arg(ctx, name, args, 3, "running_mean");
-  Tensor* rv = rm ? tensor_arg(ctx, name, args, 4, "running_var") : nullptr;
-  double momentum, eps;
-  if (!rv || !scalar_arg(ctx, name, args, 5, "momentum", &momentum) || !scalar_arg(ctx, name, args, 6, "eps", &eps))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 7, "out0");
-  if (!out || !check_floating(ctx, name, *in, "input") || in->dim() < 2) {
-    if (out && in->dim() < 2) fail(ctx, Error::InvalidArgument, "%s: input must be at least 2-D", name);
+ETKIT_KERNEL(native_batch_norm_legit_no_training_out, Tensor* in, Tensor* w, Tensor* b, Tensor* rm, Tensor* rv,
+             double momentum, double eps, Tensor* out) {
+  if (!check_floating(ctx, name, *in, "input") || in->dim() < 2) {
+    if (in->dim() < 2) fail(ctx, Error::InvalidArgument, "%s: input must be at least 2-D", name);
     return;
   }
   if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim())) return;
@@ -559,28 +427,11 @@ namespace {
 /// normalised by its batch mean and biased variance, and save_mean / save_invstd hold them; otherwise by
 /// the running stats, and save_mean / save_invstd are empty (as torch returns them). Running stats are
 /// not updated: a program's constants are read-only, and exported inference graphs do not read them back.
-void batch_norm_legit(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool has_running) {
-  const size_t nargs = has_running ? 11 : 9;
-  if (!check_nargs(ctx, name, args, nargs)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor *w = nullptr, *b = nullptr, *rm = nullptr, *rv = nullptr;
-  if (!in || !optional_tensor_arg(ctx, name, args, 1, "weight", &w) || !optional_tensor_arg(ctx, name, args, 2, "bias", &b))
-    return;
-  size_t a = 3;
-  if (has_running) {
-    if (!(rm = tensor_arg(ctx, name, args, 3, "running_mean")) || !(rv = tensor_arg(ctx, name, args, 4, "running_var")))
-      return;
-    a = 5;
-  }
-  bool training;
-  double momentum, eps;
-  if (!bool_arg(ctx, name, args, a, "training", &training) || !scalar_arg(ctx, name, args, a + 1, "momentum", &momentum) ||
-      !scalar_arg(ctx, name, args, a + 2, "eps", &eps))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, a + 3, "out");
-  Tensor* save_mean = out ? tensor_arg(ctx, name, args, a + 4, "save_mean") : nullptr;
-  Tensor* save_invstd = save_mean ? tensor_arg(ctx, name, args, a + 5, "save_invstd") : nullptr;
-  if (!save_invstd || !check_floating(ctx, name, *in, "input")) return;
+void batch_norm_legit(KernelRuntimeContext& ctx, const char* name, Tensor* in, Tensor* w, Tensor* b, Tensor* rm,
+                      Tensor* rv, bool training, double momentum, double eps, Tensor* out, Tensor* save_mean,
+                      Tensor* save_invstd) {
+  const bool has_running = rm != nullptr;
+  if (!check_floating(ctx, name, *in, "input")) return;
   if (in->dim() < 2) {
     fail(ctx, Error::InvalidArgument, "%s: input must be at least 2-D, got rank %zu", name, in->dim());
     return;
@@ -639,14 +490,13 @@ void batch_norm_legit(KernelRuntimeContext& ctx, const char* name, Span<EValue*>
 // _native_batch_norm_legit.out(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean,
 //     Tensor(b!) running_var, bool training, float momentum, float eps, *, Tensor(d!) out, Tensor(e!) save_mean,
 //     Tensor(f!) save_invstd)
-void native_batch_norm_legit_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  batch_norm_legit(ctx, "aten::_native_batch_norm_legit.out", args, true);
-}
+ETKIT_KERNEL_FROM(native_batch_norm_legit_out, batch_norm_legit)
 
 // _native_batch_norm_legit.no_stats_out(Tensor input, Tensor? weight, Tensor? bias, bool training,
 //     float momentum, float eps, *, Tensor(a!) out, Tensor(b!) save_mean, Tensor(c!) save_invstd)
-void native_batch_norm_legit_no_stats_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  batch_norm_legit(ctx, "aten::_native_batch_norm_legit.no_stats_out", args, false);
+ETKIT_KERNEL(native_batch_norm_legit_no_stats_out, Tensor* in, Tensor* w, Tensor* b, bool training, double momentum,
+             double eps, Tensor* out, Tensor* save_mean, Tensor* save_invstd) {
+  batch_norm_legit(ctx, name, in, w, b, nullptr, nullptr, training, momentum, eps, out, save_mean, save_invstd);
 }
 
 }  // namespace etkit::portable

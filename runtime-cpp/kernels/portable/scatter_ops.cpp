@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "data_movement.h"
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -45,28 +46,17 @@ enum class Reduce { None, Sum, Prod, Mean, Amax, Amin };
 
 /// The common body of the scatter family: for every element of `index`, combine src (or `value`)
 /// into out at the indexed position.
-void scatter_impl(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool has_src, Reduce reduce,
-                  bool include_self, size_t out_pos) {
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim_arg;
-  if (!self || !int_arg(ctx, name, args, 1, "dim", &dim_arg)) return;
-  Tensor* index = any_tensor(ctx, name, args, 2, "index");
-  if (!index || !check_index_dtype(ctx, name, *index, "index")) return;
-  Tensor* src = nullptr;
-  double value = 0;
-  if (has_src) {
-    if (!(src = any_tensor(ctx, name, args, 3, "src"))) return;
-    if (src->scalar_type() != self->scalar_type()) {
-      fail(ctx, Error::InvalidArgument, "%s: src dtype %s differs from self dtype %s", name,
-           runtime::scalar_type_name(src->scalar_type()), runtime::scalar_type_name(self->scalar_type()));
-      return;
-    }
-  } else if (!scalar_arg(ctx, name, args, 3, "value", &value)) {
+/// scatter / scatter_add / scatter_reduce on unpacked arguments: `src`, or `value` where src is null.
+void scatter_impl(KernelRuntimeContext& ctx, const char* name, Tensor* self, int64_t dim_arg, Tensor* index,
+                  Tensor* src, double value, Reduce reduce, bool include_self, Tensor* out) {
+  if (!check_index_dtype(ctx, name, *index, "index")) return;
+  if (src != nullptr && src->scalar_type() != self->scalar_type()) {
+    fail(ctx, Error::InvalidArgument, "%s: src dtype %s differs from self dtype %s", name,
+         runtime::scalar_type_name(src->scalar_type()), runtime::scalar_type_name(self->scalar_type()));
     return;
   }
-  Tensor* out = any_tensor(ctx, name, args, out_pos, "out");
   size_t dim = 0;
-  if (!out || !normalize_dim(ctx, name, dim_arg, self->dim(), &dim) ||
+  if (!normalize_dim(ctx, name, dim_arg, self->dim(), &dim) ||
       !check_scatter_shapes(ctx, name, *self, dim, *index, src) || !start_from_self(ctx, name, *self, *out))
     return;
   const size_t n = index->numel();
@@ -147,33 +137,26 @@ void scatter_impl(KernelRuntimeContext& ctx, const char* name, Span<EValue*> arg
 }  // namespace
 
 // scatter.src_out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out)
-void scatter_src_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  if (check_nargs(ctx, "aten::scatter.src_out", args, 5))
-    scatter_impl(ctx, "aten::scatter.src_out", args, true, Reduce::None, true, 4);
+ETKIT_KERNEL(scatter_src_out, Tensor* self, int64_t dim, Tensor* index, Tensor* src, Tensor* out) {
+  scatter_impl(ctx, name, self, dim, index, src, 0, Reduce::None, true, out);
 }
 
 // scatter.value_out(Tensor self, int dim, Tensor index, Scalar value, *, Tensor(a!) out)
-void scatter_value_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  if (check_nargs(ctx, "aten::scatter.value_out", args, 5))
-    scatter_impl(ctx, "aten::scatter.value_out", args, false, Reduce::None, true, 4);
+ETKIT_KERNEL(scatter_value_out, Tensor* self, int64_t dim, Tensor* index, double value, Tensor* out) {
+  scatter_impl(ctx, name, self, dim, index, nullptr, value, Reduce::None, true, out);
 }
 
 // scatter_add.out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out)
-void scatter_add_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  if (check_nargs(ctx, "aten::scatter_add.out", args, 5))
-    scatter_impl(ctx, "aten::scatter_add.out", args, true, Reduce::Sum, true, 4);
+ETKIT_KERNEL(scatter_add_out, Tensor* self, int64_t dim, Tensor* index, Tensor* src, Tensor* out) {
+  scatter_impl(ctx, name, self, dim, index, src, 0, Reduce::Sum, true, out);
 }
 
 // scatter_reduce.two_out(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
 //                        bool include_self=True, Tensor(a!) out)
-void scatter_reduce_two_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::scatter_reduce.two_out";
-  if (!check_nargs(ctx, name, args, 7)) return;
-  const char* s;
-  size_t len;
-  bool include_self;
-  if (!string_arg(ctx, name, args, 4, "reduce", &s, &len) || !bool_arg(ctx, name, args, 5, "include_self", &include_self))
-    return;
+ETKIT_KERNEL(scatter_reduce_two_out, Tensor* self, int64_t dim, Tensor* index, Tensor* src, StringValue reduce,
+             bool include_self, Tensor* out) {
+  const char* s = reduce.data;
+  const size_t len = reduce.size;
   Reduce r = string_equals(s, len, "sum")    ? Reduce::Sum
              : string_equals(s, len, "prod") ? Reduce::Prod
              : string_equals(s, len, "mean") ? Reduce::Mean
@@ -185,23 +168,16 @@ void scatter_reduce_two_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
          s ? s : "");
     return;
   }
-  scatter_impl(ctx, name, args, true, r, include_self, 6);
+  scatter_impl(ctx, name, self, dim, index, src, 0, r, include_self, out);
 }
 
 // select_scatter.out(Tensor self, Tensor src, int dim, SymInt index, *, Tensor(a!) out)
-void select_scatter_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::select_scatter.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  Tensor* src = self ? any_tensor(ctx, name, args, 1, "src") : nullptr;
-  int64_t dim_arg, index;
-  if (!src || !int_arg(ctx, name, args, 2, "dim", &dim_arg) || !int_arg(ctx, name, args, 3, "index", &index)) return;
-  Tensor* out = any_tensor(ctx, name, args, 4, "out");
+ETKIT_KERNEL(select_scatter_out, Tensor* self, Tensor* src, int64_t dim_arg, int64_t index, Tensor* out) {
   size_t dim;
-  if (!out || !normalize_dim(ctx, name, dim_arg, self->dim(), &dim) || !start_from_self(ctx, name, *self, *out))
-    return;
   int64_t j;
-  if (!wrap_index(ctx, name, index, self->size(dim), &j)) return;
+  if (!normalize_dim(ctx, name, dim_arg, self->dim(), &dim) || !start_from_self(ctx, name, *self, *out) ||
+      !wrap_index(ctx, name, index, self->size(dim), &j))
+    return;
   if (src->dim() + 1 != self->dim() || src->scalar_type() != self->scalar_type()) {
     fail(ctx, Error::InvalidArgument, "%s: src must have rank %zu and dtype %s", name, self->dim() - 1,
          runtime::scalar_type_name(self->scalar_type()));
@@ -225,21 +201,13 @@ void select_scatter_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // slice_scatter.out(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None,
 //                   SymInt step=1, *, Tensor(a!) out)
-void slice_scatter_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::slice_scatter.out";
-  if (!check_nargs(ctx, name, args, 7)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  Tensor* src = self ? any_tensor(ctx, name, args, 1, "src") : nullptr;
-  int64_t dim_arg, step;
-  if (!src || !int_arg(ctx, name, args, 2, "dim", &dim_arg) || !int_arg(ctx, name, args, 5, "step", &step)) return;
-  Tensor* out = any_tensor(ctx, name, args, 6, "out");
+ETKIT_KERNEL(slice_scatter_out, Tensor* self, Tensor* src, int64_t dim_arg, OptionalInt start_arg, OptionalInt end_arg,
+             int64_t step, Tensor* out) {
   size_t dim;
-  if (!out || !normalize_dim(ctx, name, dim_arg, self->dim(), &dim) || !start_from_self(ctx, name, *self, *out))
-    return;
+  if (!normalize_dim(ctx, name, dim_arg, self->dim(), &dim) || !start_from_self(ctx, name, *self, *out)) return;
   const int64_t n = self->size(dim);
-  int64_t start = 0, end = n;
-  if (!args[3]->is_none() && !int_arg(ctx, name, args, 3, "start", &start)) return;
-  if (!args[4]->is_none() && !int_arg(ctx, name, args, 4, "end", &end)) return;
+  int64_t start = start_arg.has_value ? start_arg.value : 0;
+  int64_t end = end_arg.has_value ? end_arg.value : n;
   if (step <= 0) {
     fail(ctx, Error::InvalidArgument, "%s: step must be positive, got %lld", name, (long long)step);
     return;
@@ -266,27 +234,20 @@ void slice_scatter_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 // index_put.out(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False, *, Tensor(a!) out)
 // Indices are Long/Int tensors broadcast together (None keeps a whole dim), or a single Bool mask over
 // the leading dims.
-void index_put_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::index_put.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  Tensor* values = self ? any_tensor(ctx, name, args, 2, "values") : nullptr;
-  bool accumulate;
-  if (!values || !bool_arg(ctx, name, args, 3, "accumulate", &accumulate)) return;
-  Tensor* out = any_tensor(ctx, name, args, 4, "out");
-  if (!out || !start_from_self(ctx, name, *self, *out)) return;
-  if (!args[1]->is_optional_tensor_list() && !args[1]->is_tensor_list()) {
+ETKIT_KERNEL(index_put_out, Tensor* self, EValue* indices, Tensor* values, bool accumulate, Tensor* out) {
+  if (!start_from_self(ctx, name, *self, *out)) return;
+  if (!indices->is_optional_tensor_list() && !indices->is_tensor_list()) {
     fail(ctx, Error::InvalidArgument, "%s: indices must be a list of optional tensors", name);
     return;
   }
   const Tensor* idx_t[kMaxDim] = {nullptr};
   size_t k = 0;
-  if (args[1]->is_tensor_list()) {
-    auto list = args[1]->to_tensor_list();
+  if (indices->is_tensor_list()) {
+    auto list = indices->to_tensor_list();
     k = list.size();
     for (size_t i = 0; i < k && i < kMaxDim; ++i) idx_t[i] = list[i];
   } else {
-    auto list = args[1]->to_optional_tensor_list();
+    auto list = indices->to_optional_tensor_list();
     k = list.size();
     for (size_t i = 0; i < k && i < kMaxDim; ++i) idx_t[i] = list[i];
   }
@@ -422,14 +383,7 @@ void index_put_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // masked_scatter.out(Tensor self, Tensor mask, Tensor source, *, Tensor(a!) out)
-void masked_scatter_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::masked_scatter.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  Tensor* mask = self ? any_tensor(ctx, name, args, 1, "mask") : nullptr;
-  Tensor* source = mask ? any_tensor(ctx, name, args, 2, "source") : nullptr;
-  Tensor* out = source ? any_tensor(ctx, name, args, 3, "out") : nullptr;
-  if (!out) return;
+ETKIT_KERNEL(masked_scatter_out, Tensor* self, Tensor* mask, Tensor* source, Tensor* out) {
   if (mask->scalar_type() != ScalarType::Bool) {
     fail(ctx, Error::InvalidArgument, "%s: mask must be Bool, got %s", name, runtime::scalar_type_name(mask->scalar_type()));
     return;
@@ -455,17 +409,9 @@ void masked_scatter_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // diagonal_copy.out(Tensor self, int offset=0, int dim1=0, int dim2=1, *, Tensor(a!) out)
-void diagonal_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::diagonal_copy.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  int64_t offset, d1_arg, d2_arg;
-  if (!self || !int_arg(ctx, name, args, 1, "offset", &offset) || !int_arg(ctx, name, args, 2, "dim1", &d1_arg) ||
-      !int_arg(ctx, name, args, 3, "dim2", &d2_arg))
-    return;
-  Tensor* out = any_tensor(ctx, name, args, 4, "out");
+ETKIT_KERNEL(diagonal_copy_out, Tensor* self, int64_t offset, int64_t d1_arg, int64_t d2_arg, Tensor* out) {
   size_t d1, d2;
-  if (!out || !normalize_dim(ctx, name, d1_arg, self->dim(), &d1) || !normalize_dim(ctx, name, d2_arg, self->dim(), &d2))
+  if (!normalize_dim(ctx, name, d1_arg, self->dim(), &d1) || !normalize_dim(ctx, name, d2_arg, self->dim(), &d2))
     return;
   if (d1 == d2) {
     fail(ctx, Error::InvalidArgument, "%s: dim1 and dim2 must differ (both are %zu)", name, d1);
@@ -489,17 +435,9 @@ void diagonal_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // as_strided_copy.out(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None, *, Tensor(a!) out)
 // Strides are in elements of self's contiguous storage, as in torch.as_strided.
-void as_strided_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::as_strided_copy.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  Span<const int64_t> size, stride;
-  if (!self || !int_list_arg(ctx, name, args, 1, "size", &size) || !int_list_arg(ctx, name, args, 2, "stride", &stride))
-    return;
-  int64_t storage_offset = 0;
-  if (!args[3]->is_none() && !int_arg(ctx, name, args, 3, "storage_offset", &storage_offset)) return;
-  Tensor* out = any_tensor(ctx, name, args, 4, "out");
-  if (!out) return;
+ETKIT_KERNEL(as_strided_copy_out, Tensor* self, Span<const int64_t> size, Span<const int64_t> stride,
+             OptionalInt storage_offset_arg, Tensor* out) {
+  const int64_t storage_offset = storage_offset_arg.has_value ? storage_offset_arg.value : 0;
   if (size.size() != stride.size() || size.size() > kMaxDim) {
     fail(ctx, Error::InvalidArgument, "%s: size has %zu entries but stride has %zu", name, size.size(), stride.size());
     return;
@@ -538,29 +476,18 @@ void as_strided_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // fill.Scalar_out(Tensor self, Scalar value, *, Tensor(a!) out)
-void fill_scalar_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::fill.Scalar_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  double value;
-  if (!self || !scalar_arg(ctx, name, args, 1, "value", &value)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out || !resize_out(ctx, name, *out, self->sizes().data(), self->dim())) return;
-  const bool integral_value = args[1]->is_int();
+ETKIT_KERNEL(fill_scalar_out, Tensor* self, ScalarValue value, Tensor* out) {
+  if (!resize_out(ctx, name, *out, self->sizes().data(), self->dim())) return;
+  const bool integral_value = value.evalue->is_int();
   for (size_t i = 0; i < out->numel(); ++i) {
-    if (integral_value && !is_floating(out->scalar_type())) store_int(out->mutable_data_ptr(), out->scalar_type(), i, args[1]->to_int());
-    else store_double(out->mutable_data_ptr(), out->scalar_type(), i, value);
+    if (integral_value && !is_floating(out->scalar_type())) store_int(out->mutable_data_ptr(), out->scalar_type(), i, value.evalue->to_int());
+    else store_double(out->mutable_data_ptr(), out->scalar_type(), i, value.value);
   }
 }
 
 // fill.Tensor_out(Tensor self, Tensor value, *, Tensor(a!) out): value is a 0-dim tensor.
-void fill_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::fill.Tensor_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  Tensor* value = self ? any_tensor(ctx, name, args, 1, "value") : nullptr;
-  Tensor* out = value ? any_tensor(ctx, name, args, 2, "out") : nullptr;
-  if (!out || !resize_out(ctx, name, *out, self->sizes().data(), self->dim())) return;
+ETKIT_KERNEL(fill_tensor_out, Tensor* self, Tensor* value, Tensor* out) {
+  if (!resize_out(ctx, name, *out, self->sizes().data(), self->dim())) return;
   if (value->numel() != 1) {
     fail(ctx, Error::InvalidArgument, "%s: value must have one element, has %zu", name, value->numel());
     return;
@@ -573,31 +500,19 @@ void fill_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 namespace {
-bool resize_to_list(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, Tensor& out) {
-  Span<const int64_t> size;
-  if (!int_list_arg(ctx, name, args, i, "size", &size)) return false;
+/// (size, ..., out) of empty.out / empty_strided.out: resizes out to `size`.
+void resize_to_list(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> size, Tensor* out) {
   SizesType s[kMaxDim];
-  if (!shape_list(ctx, name, size, "size", s)) return false;
-  return resize_out(ctx, name, out, s, size.size());
+  if (shape_list(ctx, name, size, "size", s)) resize_out(ctx, name, *out, s, size.size());
 }
 }  // namespace
 
 // empty.out(SymInt[] size, *, MemoryFormat? memory_format=None, Tensor(a!) out): contents unspecified
 // (torch.empty); this kernel leaves the planned memory as it is.
-void empty_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::empty.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (out) resize_to_list(ctx, name, args, 0, *out);
-}
+ETKIT_KERNEL_FROM(empty_out, resize_to_list)
 
 // empty_strided.out(SymInt[] size, SymInt[] stride, *, Tensor(a!) out): the out tensor keeps its planned
 // dim order; contents unspecified.
-void empty_strided_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::empty_strided.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (out) resize_to_list(ctx, name, args, 0, *out);
-}
+ETKIT_KERNEL_FROM(empty_strided_out, resize_to_list)
 
 }  // namespace etkit::portable

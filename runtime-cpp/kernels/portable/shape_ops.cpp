@@ -10,19 +10,13 @@
 #include <cstring>
 
 #include "data_movement.h"
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
 
 // view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out)
-void view_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::view_copy.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Span<const int64_t> size;
-  if (!a || !int_list_arg(ctx, name, args, 1, "size", &size)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out) return;
+ETKIT_KERNEL(view_copy_out, Tensor* a, Span<const int64_t> size, Tensor* out) {
   SizesType s[kMaxDim];
   if (!shape_list(ctx, name, size, "size", s, /*allow_minus_one=*/true)) return;
   int64_t known = 1;
@@ -45,14 +39,7 @@ void view_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // permute_copy.out(Tensor self, int[] dims, *, Tensor(a!) out)
-void permute_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::permute_copy.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  if (!a || !int_list_arg(ctx, name, args, 1, "dims", &dims)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out) return;
+ETKIT_KERNEL(permute_copy_out, Tensor* a, Span<const int64_t> dims, Tensor* out) {
   if (dims.size() != a->dim()) {
     fail(ctx, Error::InvalidArgument, "%s: dims has %zu entries for a rank-%zu tensor", name, dims.size(), a->dim());
     return;
@@ -75,15 +62,9 @@ void permute_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out)
-void transpose_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::transpose_copy.int_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t d0, d1;
-  if (!a || !int_arg(ctx, name, args, 1, "dim0", &d0) || !int_arg(ctx, name, args, 2, "dim1", &d1)) return;
-  Tensor* out = any_tensor(ctx, name, args, 3, "out");
+ETKIT_KERNEL(transpose_copy_int_out, Tensor* a, int64_t d0, int64_t d1, Tensor* out) {
   size_t n0, n1;
-  if (!out || !normalize_dim(ctx, name, d0, a->dim(), &n0) || !normalize_dim(ctx, name, d1, a->dim(), &n1)) return;
+  if (!normalize_dim(ctx, name, d0, a->dim(), &n0) || !normalize_dim(ctx, name, d1, a->dim(), &n1)) return;
   View v = view_of(*a);
   if (a->dim() > 0) {
     v.sizes[n0] = a->size(n1);
@@ -95,12 +76,7 @@ void transpose_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // t_copy.out(Tensor self, *, Tensor(a!) out)
-void t_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::t_copy.out";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Tensor* out = a ? any_tensor(ctx, name, args, 1, "out") : nullptr;
-  if (!out) return;
+ETKIT_KERNEL(t_copy_out, Tensor* a, Tensor* out) {
   if (a->dim() > 2) {
     fail(ctx, Error::InvalidArgument, "%s: self must be at most 2-D, got %zu-D", name, a->dim());
     return;
@@ -116,14 +92,7 @@ void t_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out)
-void expand_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::expand_copy.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Span<const int64_t> size;
-  if (!a || !int_list_arg(ctx, name, args, 1, "size", &size)) return;
-  Tensor* out = any_tensor(ctx, name, args, 3, "out");
-  if (!out) return;
+ETKIT_KERNEL(expand_copy_out, Tensor* a, Span<const int64_t> size, Tensor* out) {
   if (size.size() < a->dim() || size.size() > kMaxDim) {
     fail(ctx, Error::InvalidArgument, "%s: cannot expand a rank-%zu tensor to %zu dims", name, a->dim(), size.size());
     return;
@@ -156,23 +125,17 @@ void expand_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // slice_copy.Tensor_out(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1, *, Tensor(a!) out)
-void slice_copy_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::slice_copy.Tensor_out";
-  if (!check_nargs(ctx, name, args, 6)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim, step;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !int_arg(ctx, name, args, 4, "step", &step)) return;
-  Tensor* out = any_tensor(ctx, name, args, 5, "out");
+ETKIT_KERNEL(slice_copy_tensor_out, Tensor* a, int64_t dim, OptionalInt start_arg, OptionalInt end_arg, int64_t step,
+             Tensor* out) {
   size_t d;
-  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
   if (step <= 0) {
     fail(ctx, Error::InvalidArgument, "%s: step must be positive, got %lld", name, (long long)step);
     return;
   }
   const int64_t n = a->size(d);
-  int64_t start = 0, end = n;
-  if (!args[2]->is_none() && !int_arg(ctx, name, args, 2, "start", &start)) return;
-  if (!args[3]->is_none() && !int_arg(ctx, name, args, 3, "end", &end)) return;
+  int64_t start = start_arg.has_value ? start_arg.value : 0;
+  int64_t end = end_arg.has_value ? end_arg.value : n;
   if (start < 0) start += n;
   if (end < 0) end += n;
   start = start < 0 ? 0 : (start > n ? n : start);
@@ -187,18 +150,9 @@ void slice_copy_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 // unfold_copy.out(Tensor self, int dimension, int size, int step, *, Tensor(a!) out): every window of `size`
 // elements along `dimension`, `step` apart, as a new last dim of length `size`; the windowed dim holds
 // (n - size) / step + 1 windows (ATen's Tensor.unfold). A 0-D self gives [size] with size 0 or 1.
-void unfold_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::unfold_copy.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim, size, step;
-  if (!a || !int_arg(ctx, name, args, 1, "dimension", &dim) || !int_arg(ctx, name, args, 2, "size", &size) ||
-      !int_arg(ctx, name, args, 3, "step", &step)) {
-    return;
-  }
-  Tensor* out = any_tensor(ctx, name, args, 4, "out");
+ETKIT_KERNEL(unfold_copy_out, Tensor* a, int64_t dim, int64_t size, int64_t step, Tensor* out) {
   size_t d;
-  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
   const int64_t n = a->dim() == 0 ? 1 : a->size(d);
   if (step <= 0) {
     fail(ctx, Error::InvalidArgument, "%s: step must be positive, got %lld", name, (long long)step);
@@ -230,15 +184,9 @@ void unfold_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // select_copy.int_out(Tensor self, int dim, SymInt index, *, Tensor(a!) out)
-void select_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::select_copy.int_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim, index;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !int_arg(ctx, name, args, 2, "index", &index)) return;
-  Tensor* out = any_tensor(ctx, name, args, 3, "out");
+ETKIT_KERNEL(select_copy_int_out, Tensor* a, int64_t dim, int64_t index, Tensor* out) {
   size_t d;
-  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
   if (a->dim() == 0) {
     fail(ctx, Error::InvalidArgument, "%s: cannot select from a 0-D tensor", name);
     return;
@@ -263,15 +211,9 @@ void select_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out)
-void unsqueeze_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::unsqueeze_copy.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+ETKIT_KERNEL(unsqueeze_copy_out, Tensor* a, int64_t dim, Tensor* out) {
   size_t d;
-  if (!out || !normalize_dim(ctx, name, dim, a->dim() + 1, &d)) return;
+  if (!normalize_dim(ctx, name, dim, a->dim() + 1, &d)) return;
   SizesType s[kMaxDim];
   for (size_t i = 0, j = 0; i < a->dim() + 1; ++i) s[i] = i == d ? 1 : a->size(j++);
   copy_same_order(ctx, name, *a, *out, s, a->dim() + 1);
@@ -290,14 +232,7 @@ void squeeze_impl(KernelRuntimeContext& ctx, const char* name, const Tensor& a, 
 }  // namespace
 
 // squeeze_copy.dims_out(Tensor self, int[] dim, *, Tensor(a!) out)
-void squeeze_copy_dims_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::squeeze_copy.dims_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  if (!a || !int_list_arg(ctx, name, args, 1, "dim", &dims)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out) return;
+ETKIT_KERNEL(squeeze_copy_dims_out, Tensor* a, Span<const int64_t> dims, Tensor* out) {
   bool sq[kMaxDim] = {false};
   for (int64_t dim : dims) {
     size_t d;
@@ -308,27 +243,16 @@ void squeeze_copy_dims_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // squeeze_copy.dim_out(Tensor self, int dim, *, Tensor(a!) out)
-void squeeze_copy_dim_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::squeeze_copy.dim_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
+ETKIT_KERNEL(squeeze_copy_dim_out, Tensor* a, int64_t dim, Tensor* out) {
   size_t d;
-  if (!out || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
   bool sq[kMaxDim] = {false};
   if (a->dim() > 0) sq[d] = true;
   squeeze_impl(ctx, name, *a, sq, *out);
 }
 
 // squeeze_copy.out(Tensor self, *, Tensor(a!) out)
-void squeeze_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::squeeze_copy.out";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Tensor* out = a ? any_tensor(ctx, name, args, 1, "out") : nullptr;
-  if (!out) return;
+ETKIT_KERNEL(squeeze_copy_out, Tensor* a, Tensor* out) {
   bool sq[kMaxDim];
   for (size_t d = 0; d < kMaxDim; ++d) sq[d] = true;
   squeeze_impl(ctx, name, *a, sq, *out);
@@ -336,11 +260,8 @@ void squeeze_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 namespace {
 /// clone / _to_copy / _to_dim_order_copy: element copy with dtype conversion into out's layout.
-void convert_copy(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t out_index) {
-  if (!check_nargs(ctx, name, args, out_index + 1)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Tensor* out = a ? any_tensor(ctx, name, args, out_index, "out") : nullptr;
-  if (!out || !resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+void convert_copy(KernelRuntimeContext& ctx, const char* name, Tensor* a, Tensor* out) {
+  if (!resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
   if (a->scalar_type() != out->scalar_type() &&
       (!check_dtype(ctx, name, *a, "self") || !check_dtype(ctx, name, *out, "out")))
     return;
@@ -354,23 +275,17 @@ void convert_copy(KernelRuntimeContext& ctx, const char* name, Span<EValue*> arg
 }  // namespace
 
 // clone.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out)
-void clone_out(KernelRuntimeContext& ctx, Span<EValue*> args) { convert_copy(ctx, "aten::clone.out", args, 2); }
+ETKIT_KERNEL_FROM(clone_out, convert_copy)
 // _to_copy.out(Tensor self, *, bool non_blocking=False, MemoryFormat? memory_format=None, Tensor(a!) out)
-void to_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) { convert_copy(ctx, "aten::_to_copy.out", args, 3); }
+ETKIT_KERNEL_FROM(to_copy_out, convert_copy)
 // dim_order_ops::_to_dim_order_copy.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None, Tensor(a!) out)
-void to_dim_order_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  convert_copy(ctx, "dim_order_ops::_to_dim_order_copy.out", args, 3);
-}
+ETKIT_KERNEL_FROM(to_dim_order_copy_out, convert_copy)
 // dim_order_ops::_clone_dim_order.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None, Tensor(a!) out)
-void clone_dim_order_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  convert_copy(ctx, "dim_order_ops::_clone_dim_order.out", args, 3);
-}
+ETKIT_KERNEL_FROM(clone_dim_order_out, convert_copy)
 // alias_copy.out / detach_copy.out / lift_fresh_copy.out (Tensor self, *, Tensor(a!) out)
-void alias_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) { convert_copy(ctx, "aten::alias_copy.out", args, 1); }
-void detach_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) { convert_copy(ctx, "aten::detach_copy.out", args, 1); }
-void lift_fresh_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  convert_copy(ctx, "aten::lift_fresh_copy.out", args, 1);
-}
+ETKIT_KERNEL_FROM(alias_copy_out, convert_copy)
+ETKIT_KERNEL_FROM(detach_copy_out, convert_copy)
+ETKIT_KERNEL_FROM(lift_fresh_copy_out, convert_copy)
 
 namespace {
 void fill(Tensor& out, double v) {
@@ -389,61 +304,37 @@ bool sizes_from_list(KernelRuntimeContext& ctx, const char* name, Span<const int
 }  // namespace
 
 // full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out)
-void full_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::full.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Span<const int64_t> size;
-  double v;
-  if (!int_list_arg(ctx, name, args, 0, "size", &size) || !scalar_arg(ctx, name, args, 1, "fill_value", &v)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
+ETKIT_KERNEL(full_out, Span<const int64_t> size, double v, Tensor* out) {
   SizesType s[kMaxDim];
-  if (!out || !sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
+  if (!sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
   fill(*out, v);
 }
 
 // zeros.out(SymInt[] size, *, Tensor(a!) out) / ones.out
-void zeros_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::zeros.out";
-  Span<const int64_t> size;
-  if (!check_nargs(ctx, name, args, 2) || !int_list_arg(ctx, name, args, 0, "size", &size)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
+ETKIT_KERNEL(zeros_out, Span<const int64_t> size, Tensor* out) {
   SizesType s[kMaxDim];
-  if (!out || !sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
+  if (!sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
   fill(*out, 0.0);
 }
-void ones_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::ones.out";
-  Span<const int64_t> size;
-  if (!check_nargs(ctx, name, args, 2) || !int_list_arg(ctx, name, args, 0, "size", &size)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
+ETKIT_KERNEL(ones_out, Span<const int64_t> size, Tensor* out) {
   SizesType s[kMaxDim];
-  if (!out || !sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
+  if (!sizes_from_list(ctx, name, size, s) || !resize_out(ctx, name, *out, s, size.size())) return;
   fill(*out, 1.0);
 }
 
 // full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None, Tensor(a!) out)
-void full_like_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::full_like.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  double v;
-  if (!a || !scalar_arg(ctx, name, args, 1, "fill_value", &v)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (!out || !resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
+ETKIT_KERNEL(full_like_out, Tensor* a, double v, Tensor* out) {
+  if (!resize_out(ctx, name, *out, a->sizes().data(), a->dim())) return;
   fill(*out, v);
 }
 
 // scalar_tensor.out(Scalar s, *, Tensor(a!) out)
-void scalar_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::scalar_tensor.out";
-  double v;
-  if (!check_nargs(ctx, name, args, 2) || !scalar_arg(ctx, name, args, 0, "s", &v)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
-  if (!out || !resize_out(ctx, name, *out, nullptr, 0)) return;
-  if (args[0]->is_int() && !is_floating(out->scalar_type())) {
-    store_int(out->mutable_data_ptr(), out->scalar_type(), 0, args[0]->to_int());
+ETKIT_KERNEL(scalar_tensor_out, ScalarValue s, Tensor* out) {
+  if (!resize_out(ctx, name, *out, nullptr, 0)) return;
+  if (s.evalue->is_int() && !is_floating(out->scalar_type())) {
+    store_int(out->mutable_data_ptr(), out->scalar_type(), 0, s.evalue->to_int());
   } else {
-    store_double(out->mutable_data_ptr(), out->scalar_type(), 0, v);
+    store_double(out->mutable_data_ptr(), out->scalar_type(), 0, s.value);
   }
 }
 
@@ -471,37 +362,20 @@ void arange_impl(KernelRuntimeContext& ctx, const char* name, double start, doub
 }  // namespace
 
 // arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out)
-void arange_start_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::arange.start_out";
-  double start, end, step;
-  if (!check_nargs(ctx, name, args, 4) || !scalar_arg(ctx, name, args, 0, "start", &start) ||
-      !scalar_arg(ctx, name, args, 1, "end", &end) || !scalar_arg(ctx, name, args, 2, "step", &step))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (out) arange_impl(ctx, name, start, end, step, *out);
+ETKIT_KERNEL(arange_start_out, double start, double end, double step, Tensor* out) {
+  arange_impl(ctx, name, start, end, step, *out);
 }
 
 // arange.out(Scalar end, *, Tensor(a!) out)
-void arange_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::arange.out";
-  double end;
-  if (!check_nargs(ctx, name, args, 2) || !scalar_arg(ctx, name, args, 0, "end", &end)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 1, "out");
-  if (out) arange_impl(ctx, name, 0, end, 1, *out);
+ETKIT_KERNEL(arange_out, double end, Tensor* out) {
+  arange_impl(ctx, name, 0, end, 1, *out);
 }
 
 
 // index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out)
-void index_select_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::index_select.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
-  Tensor* index = any_tensor(ctx, name, args, 2, "index");
-  Tensor* out = index ? any_tensor(ctx, name, args, 3, "out") : nullptr;
+ETKIT_KERNEL(index_select_out, Tensor* a, int64_t dim, Tensor* index, Tensor* out) {
   size_t d;
-  if (!out || !check_index_dtype(ctx, name, *index, "index") || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  if (!check_index_dtype(ctx, name, *index, "index") || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
   if (a->dim() == 0) {
     View v = view_of(*a);
     copy_view(ctx, name, *a, v, *out);
@@ -526,13 +400,8 @@ void index_select_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False,
 //               bool sparse=False, *, Tensor(a!) out)
-void embedding_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::embedding.out";
-  if (!check_nargs(ctx, name, args, 6)) return;
-  Tensor* w = any_tensor(ctx, name, args, 0, "weight");
-  Tensor* ind = w ? any_tensor(ctx, name, args, 1, "indices") : nullptr;
-  Tensor* out = ind ? any_tensor(ctx, name, args, 5, "out") : nullptr;
-  if (!out || !check_index_dtype(ctx, name, *ind, "indices")) return;
+ETKIT_KERNEL(embedding_out, Tensor* w, Tensor* ind, Tensor* out) {
+  if (!check_index_dtype(ctx, name, *ind, "indices")) return;
   if (w->dim() != 2 || !w->is_contiguous_dim_order() || !out->is_contiguous_dim_order()) {
     fail(ctx, Error::InvalidArgument, "%s: weight must be a contiguous 2-D tensor (got %zu-D)", name, w->dim());
     return;
@@ -564,19 +433,13 @@ void embedding_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 // index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out): advanced indexing with integer
 // index tensors (broadcast together); None entries keep the whole dimension. Bool masks are not supported.
-void index_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::index.Tensor_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  if (!a) return;
-  if (!args[1]->is_optional_tensor_list() && !args[1]->is_tensor_list()) {
+ETKIT_KERNEL(index_tensor_out, Tensor* a, EValue* indices_arg, Tensor* out) {
+  if (!indices_arg->is_optional_tensor_list() && !indices_arg->is_tensor_list()) {
     fail(ctx, Error::InvalidArgument, "%s: argument 'indices' must be a list of optional tensors", name);
     return;
   }
   Span<Tensor* const> indices =
-      args[1]->is_optional_tensor_list() ? args[1]->to_optional_tensor_list() : args[1]->to_tensor_list();
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out) return;
+      indices_arg->is_optional_tensor_list() ? indices_arg->to_optional_tensor_list() : indices_arg->to_tensor_list();
   if (indices.size() > a->dim()) {
     fail(ctx, Error::InvalidArgument, "%s: %zu indices for a rank-%zu tensor", name, indices.size(), a->dim());
     return;
@@ -649,17 +512,10 @@ void index_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out)
-void gather_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::gather.out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
-  Tensor* index = any_tensor(ctx, name, args, 2, "index");
-  Tensor* out = index ? any_tensor(ctx, name, args, 4, "out") : nullptr;
+ETKIT_KERNEL(gather_out, Tensor* a, int64_t dim, Tensor* index, Tensor* out) {
   size_t d;
   // an empty index of any dtype selects nothing (torch does not check its dtype either)
-  if (!out || (index->numel() != 0 && !check_index_dtype(ctx, name, *index, "index")) ||
+  if ((index->numel() != 0 && !check_index_dtype(ctx, name, *index, "index")) ||
       !normalize_dim(ctx, name, dim, a->dim(), &d) || !resize_out(ctx, name, *out, index->sizes().data(), index->dim()))
     return;
   int64_t idx[kMaxDim] = {0};
@@ -677,15 +533,6 @@ void gather_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 namespace {
-bool tensor_list_arg(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg,
-                     Span<Tensor* const>* out) {
-  if (i >= args.size() || !args[i]->is_tensor_list()) {
-    return fail(ctx, Error::InvalidArgument, "%s: argument '%s' must be a list of tensors", name, arg);
-  }
-  *out = args[i]->to_tensor_list();
-  return true;
-}
-
 /// Concatenates `tensors` along `d` into out (which already has the right shape).
 void concat_into(const Span<Tensor* const>& tensors, size_t d, Tensor& out, bool skip_empty_1d) {
   int64_t at = 0;
@@ -718,14 +565,7 @@ void concat_into(const Span<Tensor* const>& tensors, size_t d, Tensor& out, bool
 }  // namespace
 
 // cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out)
-void cat_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::cat.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Span<Tensor* const> tensors;
-  int64_t dim;
-  if (!tensor_list_arg(ctx, name, args, 0, "tensors", &tensors) || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out) return;
+ETKIT_KERNEL(cat_out, Span<Tensor* const> tensors, int64_t dim, Tensor* out) {
   // Legacy rule: 1-D empty tensors are skipped.
   const Tensor* ref = nullptr;
   for (Tensor* t : tensors) {
@@ -760,15 +600,9 @@ void cat_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // stack.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out)
-void stack_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::stack.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Span<Tensor* const> tensors;
-  int64_t dim;
-  if (!tensor_list_arg(ctx, name, args, 0, "tensors", &tensors) || !int_arg(ctx, name, args, 1, "dim", &dim)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out || tensors.empty()) {
-    if (out) fail(ctx, Error::InvalidArgument, "%s: needs at least one tensor", name);
+ETKIT_KERNEL(stack_out, Span<Tensor* const> tensors, int64_t dim, Tensor* out) {
+  if (tensors.empty()) {
+    fail(ctx, Error::InvalidArgument, "%s: needs at least one tensor", name);
     return;
   }
   const Tensor& ref = *tensors[0];
@@ -816,16 +650,7 @@ void split_into(KernelRuntimeContext& ctx, const char* name, const Tensor& a, si
 }  // namespace
 
 // split_with_sizes_copy.out(Tensor self, SymInt[] split_sizes, int dim=0, *, Tensor(a!)[] out)
-void split_with_sizes_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::split_with_sizes_copy.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Span<const int64_t> sizes;
-  int64_t dim;
-  Span<Tensor* const> outs;
-  if (!a || !int_list_arg(ctx, name, args, 1, "split_sizes", &sizes) || !int_arg(ctx, name, args, 2, "dim", &dim) ||
-      !tensor_list_arg(ctx, name, args, 3, "out", &outs))
-    return;
+ETKIT_KERNEL(split_with_sizes_copy_out, Tensor* a, Span<const int64_t> sizes, int64_t dim, Span<Tensor* const> outs) {
   size_t d;
   if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
   if (sizes.size() != outs.size()) {
@@ -843,15 +668,7 @@ void split_with_sizes_copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // split_copy.Tensor_out(Tensor self, SymInt split_size, int dim=0, *, Tensor(a!)[] out)
-void split_copy_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::split_copy.Tensor_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t split, dim;
-  Span<Tensor* const> outs;
-  if (!a || !int_arg(ctx, name, args, 1, "split_size", &split) || !int_arg(ctx, name, args, 2, "dim", &dim) ||
-      !tensor_list_arg(ctx, name, args, 3, "out", &outs))
-    return;
+ETKIT_KERNEL(split_copy_tensor_out, Tensor* a, int64_t split, int64_t dim, Span<Tensor* const> outs) {
   size_t d;
   if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
   int64_t chunks[64];
@@ -869,13 +686,7 @@ void split_copy_tensor_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // unbind_copy.int_out(Tensor self, int dim=0, *, Tensor(a!)[] out)
-void unbind_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::unbind_copy.int_out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim;
-  Span<Tensor* const> outs;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !tensor_list_arg(ctx, name, args, 2, "out", &outs)) return;
+ETKIT_KERNEL(unbind_copy_int_out, Tensor* a, int64_t dim, Span<Tensor* const> outs) {
   size_t d;
   if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
   if (int64_t(outs.size()) != a->size(d)) {
@@ -896,15 +707,7 @@ void unbind_copy_int_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // constant_pad_nd.out(Tensor self, SymInt[] pad, Scalar value=0, *, Tensor(a!) out)
-void constant_pad_nd_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::constant_pad_nd.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* a = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> pad;
-  double value;
-  if (!a || !int_list_arg(ctx, name, args, 1, "pad", &pad) || !scalar_arg(ctx, name, args, 2, "value", &value)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 3, "out");
-  if (!out) return;
+ETKIT_KERNEL(constant_pad_nd_out, Tensor* a, Span<const int64_t> pad, double value, Tensor* out) {
   if (pad.size() % 2 != 0 || pad.size() / 2 > a->dim()) {
     fail(ctx, Error::InvalidArgument, "%s: pad has %zu entries for a rank-%zu tensor", name, pad.size(), a->dim());
     return;
@@ -933,14 +736,7 @@ void constant_pad_nd_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // repeat.out(Tensor self, SymInt[] repeats, *, Tensor(a!) out)
-void repeat_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::repeat.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  Span<const int64_t> reps;
-  if (!a || !int_list_arg(ctx, name, args, 1, "repeats", &reps)) return;
-  Tensor* out = any_tensor(ctx, name, args, 2, "out");
-  if (!out) return;
+ETKIT_KERNEL(repeat_out, Tensor* a, Span<const int64_t> reps, Tensor* out) {
   if (reps.size() < a->dim() || reps.size() > kMaxDim) {
     fail(ctx, Error::InvalidArgument, "%s: %zu repeats for a rank-%zu tensor", name, reps.size(), a->dim());
     return;
@@ -962,23 +758,14 @@ void repeat_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 }
 
 // sym_size.int(Tensor self, int dim) -> SymInt: the emitter passes (self, dim, result).
-void sym_size_int(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::sym_size.int";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim;
+ETKIT_KERNEL(sym_size_int, Tensor* a, int64_t dim, EValue* result) {
   size_t d;
-  if (!a || !int_arg(ctx, name, args, 1, "dim", &dim) || !normalize_dim(ctx, name, dim, a->dim(), &d)) return;
-  *args[2] = EValue(static_cast<int64_t>(a->size(d)));
+  if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
+  *result = EValue(static_cast<int64_t>(a->size(d)));
 }
 
 // sym_numel(Tensor self) -> SymInt: (self, result).
-void sym_numel(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::sym_numel";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* a = any_tensor(ctx, name, args, 0, "self");
-  if (a) *args[1] = EValue(static_cast<int64_t>(a->numel()));
-}
+ETKIT_KERNEL(sym_numel, Tensor* a, EValue* result) { *result = EValue(static_cast<int64_t>(a->numel())); }
 
 }  // namespace etkit::portable
 
@@ -1013,22 +800,13 @@ void broadcast_copy(KernelRuntimeContext& ctx, const char* name, const Tensor& s
 
 // copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!): writes src into self
 // (how ExecuTorch programs update mutable buffers in place).
-void copy_inplace(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::copy_";
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* src = self ? tensor_arg(ctx, name, args, 1, "src") : nullptr;
-  if (src) broadcast_copy(ctx, name, *src, *self);
+ETKIT_KERNEL(copy_inplace, Tensor* self, Tensor* src) {
+  broadcast_copy(ctx, name, *src, *self);
 }
 
 // copy.out(Tensor self, Tensor src, bool non_blocking=False, *, Tensor(a!) out)
-void copy_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::copy.out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor* self = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* src = self ? tensor_arg(ctx, name, args, 1, "src") : nullptr;
-  Tensor* out = src ? tensor_arg(ctx, name, args, 3, "out") : nullptr;
-  if (!out || !resize_out(ctx, name, *out, self->sizes().data(), self->dim())) return;
+ETKIT_KERNEL(copy_out, Tensor* self, Tensor* src, Tensor* out) {
+  if (!resize_out(ctx, name, *out, self->sizes().data(), self->dim())) return;
   broadcast_copy(ctx, name, *src, *out);
 }
 

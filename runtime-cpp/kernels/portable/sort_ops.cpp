@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "data_movement.h"
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -85,36 +86,17 @@ void sort_rows(KernelRuntimeContext& ctx, const char* name, const Tensor& self, 
 }  // namespace
 
 // sort.values(Tensor self, int dim=-1, bool descending=False, *, Tensor(a!) values, Tensor(b!) indices)
-void sort_values(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::sort.values";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  int64_t dim_arg;
-  bool descending;
-  if (!self || !int_arg(ctx, name, args, 1, "dim", &dim_arg) || !bool_arg(ctx, name, args, 2, "descending", &descending))
-    return;
-  Tensor* values = any_tensor(ctx, name, args, 3, "values");
-  Tensor* indices = values ? any_tensor(ctx, name, args, 4, "indices") : nullptr;
+ETKIT_KERNEL(sort_values, Tensor* self, int64_t dim_arg, bool descending, Tensor* values, Tensor* indices) {
   size_t dim;
-  if (!indices || !normalize_dim(ctx, name, dim_arg, self->dim(), &dim)) return;
+  if (!normalize_dim(ctx, name, dim_arg, self->dim(), &dim)) return;
   sort_rows(ctx, name, *self, dim, self->dim() ? self->size(dim) : 1, descending, *values, *indices);
 }
 
 // topk.values(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True, *,
 //             Tensor(a!) values, Tensor(b!) indices). Results are always sorted.
-void topk_values(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::topk.values";
-  if (!check_nargs(ctx, name, args, 7)) return;
-  Tensor* self = any_tensor(ctx, name, args, 0, "self");
-  int64_t k, dim_arg;
-  bool largest;
-  if (!self || !int_arg(ctx, name, args, 1, "k", &k) || !int_arg(ctx, name, args, 2, "dim", &dim_arg) ||
-      !bool_arg(ctx, name, args, 3, "largest", &largest))
-    return;
-  Tensor* values = any_tensor(ctx, name, args, 5, "values");
-  Tensor* indices = values ? any_tensor(ctx, name, args, 6, "indices") : nullptr;
+ETKIT_KERNEL(topk_values, Tensor* self, int64_t k, int64_t dim_arg, bool largest, Tensor* values, Tensor* indices) {
   size_t dim;
-  if (!indices || !normalize_dim(ctx, name, dim_arg, self->dim(), &dim)) return;
+  if (!normalize_dim(ctx, name, dim_arg, self->dim(), &dim)) return;
   const int64_t n = self->dim() ? self->size(dim) : 1;
   if (k < 0 || k > n) {
     fail(ctx, Error::InvalidArgument, "%s: k=%lld is out of range for a dimension of size %lld", name, (long long)k,

@@ -3,13 +3,13 @@
 
 namespace etkit::portable {
 
-#define ETKIT_PORTABLE_KERNEL(name, fn) void fn(KernelRuntimeContext&, Span<EValue*>);
+#define ETKIT_PORTABLE_KERNEL(name, fn, signature) void fn(KernelRuntimeContext&, Span<EValue*>);
 #include "portable_kernels.inc"
 #undef ETKIT_PORTABLE_KERNEL
 
 namespace {
 const Kernel kKernels[] = {
-#define ETKIT_PORTABLE_KERNEL(name, fn) {name, fn},
+#define ETKIT_PORTABLE_KERNEL(name, fn, signature) {name, fn},
 #include "portable_kernels.inc"
 #undef ETKIT_PORTABLE_KERNEL
 };

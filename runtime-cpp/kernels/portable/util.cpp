@@ -81,6 +81,15 @@ bool int_list_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args,
   return true;
 }
 
+bool tensor_list_arg(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t i, const char* arg,
+                     Span<Tensor* const>* out) {
+  if (i >= args.size() || !args[i]->is_tensor_list()) {
+    return fail(ctx, Error::InvalidArgument, "%s: argument '%s' must be a list of tensors", name, arg);
+  }
+  *out = args[i]->to_tensor_list();
+  return true;
+}
+
 bool shape_list(KernelRuntimeContext& ctx, const char* op, Span<const int64_t> list, const char* name,
                 SizesType* sizes, bool allow_minus_one) {
   if (list.size() > runtime::kTensorDimensionLimit) {

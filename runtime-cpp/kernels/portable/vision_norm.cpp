@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernel_binding.h"
 #include "kernels.h"
 
 namespace etkit::portable {
@@ -21,29 +22,17 @@ bool require_contiguous(KernelRuntimeContext& ctx, const char* name, const Tenso
 
 // native_group_norm.out(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group,
 //                       float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)
-void native_group_norm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::native_group_norm.out";
-  if (!check_nargs(ctx, name, args, 11)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  Tensor *w = nullptr, *b = nullptr;
-  int64_t N, C, HxW, group;
-  double eps;
-  if (!in || !optional_tensor_arg(ctx, name, args, 1, "weight", &w) || !optional_tensor_arg(ctx, name, args, 2, "bias", &b) ||
-      !int_arg(ctx, name, args, 3, "N", &N) || !int_arg(ctx, name, args, 4, "C", &C) ||
-      !int_arg(ctx, name, args, 5, "HxW", &HxW) || !int_arg(ctx, name, args, 6, "group", &group) ||
-      !scalar_arg(ctx, name, args, 7, "eps", &eps))
-    return;
-  Tensor* out = tensor_arg(ctx, name, args, 8, "out0");
-  Tensor* mean = out ? tensor_arg(ctx, name, args, 9, "out1") : nullptr;
-  Tensor* rstd = mean ? tensor_arg(ctx, name, args, 10, "out2") : nullptr;
-  if (!rstd || !check_floating(ctx, name, *in, "input") || !require_contiguous(ctx, name, *in, "input")) return;
+ETKIT_KERNEL(native_group_norm_out, Tensor* in, Tensor* w, Tensor* b, int64_t N, int64_t C, int64_t HxW, int64_t group,
+             double eps, Tensor* out, Tensor* mean, Tensor* rstd) {
+  if (!check_floating(ctx, name, *in, "input") || !require_contiguous(ctx, name, *in, "input")) return;
   if (group <= 0 || C % group != 0 || int64_t(in->numel()) != N * C * HxW || (w && int64_t(w->numel()) < C) ||
       (b && int64_t(b->numel()) < C)) {
     fail(ctx, Error::InvalidArgument, "%s: N=%lld C=%lld HxW=%lld group=%lld do not match the input", name,
          (long long)N, (long long)C, (long long)HxW, (long long)group);
     return;
   }
-  if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim()) || !require_contiguous(ctx, name, *out, "out0")) return;
+  if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim()) || !require_contiguous(ctx, name, *out, "out0"))
+    return;
   SizesType stat[2] = {SizesType(N), SizesType(group)};
   const bool stats = mean->numel() > 0 || rstd->numel() > 0;
   if (stats && (!resize_out(ctx, name, *mean, stat, 2) || !resize_out(ctx, name, *rstd, stat, 2))) return;
@@ -76,11 +65,10 @@ void native_group_norm_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
 
 namespace {
 /// Output size and source scale (input/output) for one spatial dim of an upsample op.
-bool upsample_geometry(KernelRuntimeContext& ctx, const char* name, const Tensor& in, Span<EValue*> args,
-                       size_t size_arg, size_t scale_arg, SizesType* os, double* scale) {
-  Span<const int64_t> sizes;
-  bool sizes_none = false;
-  if (!int_list_arg(ctx, name, args, size_arg, "output_size", &sizes, &sizes_none)) return false;
+bool upsample_geometry(KernelRuntimeContext& ctx, const char* name, const Tensor& in, IntList output_size,
+                       const EValue& scale_factors, SizesType* os, double* scale) {
+  const Span<const int64_t> sizes = output_size.list;
+  const bool sizes_none = output_size.is_none;
   const size_t lead = in.dim() - 2;
   if (!sizes_none && sizes.size() == 2) {
     for (int k = 0; k < 2; ++k) {
@@ -90,10 +78,10 @@ bool upsample_geometry(KernelRuntimeContext& ctx, const char* name, const Tensor
     }
     return true;
   }
-  if (scale_arg >= args.size() || !args[scale_arg]->is_double_list() || args[scale_arg]->to_double_list().size() != 2) {
+  if (!scale_factors.is_double_list() || scale_factors.to_double_list().size() != 2) {
     return fail(ctx, Error::InvalidArgument, "%s: needs output_size or two scale_factors", name);
   }
-  Span<const double> f = args[scale_arg]->to_double_list();
+  Span<const double> f = scale_factors.to_double_list();
   for (int k = 0; k < 2; ++k) {
     double o = std::floor(double(in.size(lead + k)) * f[k]);
     if (!(o >= 1 && o <= double(1 << 20))) return fail(ctx, Error::InvalidArgument, "%s: bad scale_factors", name);
@@ -103,31 +91,20 @@ bool upsample_geometry(KernelRuntimeContext& ctx, const char* name, const Tensor
   return true;
 }
 
-bool upsample_setup(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, size_t size_arg,
-                    size_t scale_arg, size_t out_arg, Tensor** in_out, Tensor** out_out, SizesType* os,
-                    double* scale) {
-  Tensor* in = tensor_arg(ctx, name, args, 0, "input");
-  if (!in) return false;
-  if (in->dim() != 4) return fail(ctx, Error::InvalidArgument, "%s: input must be 4-D, got %zu-D", name, in->dim());
-  if (!upsample_geometry(ctx, name, *in, args, size_arg, scale_arg, os, scale)) return false;
-  Tensor* out = tensor_arg(ctx, name, args, out_arg, "out");
-  if (!out) return false;
-  SizesType s[4] = {in->size(0), in->size(1), os[0], os[1]};
-  if (!resize_out(ctx, name, *out, s, 4)) return false;
-  *in_out = in;
-  *out_out = out;
-  return true;
+bool upsample_setup(KernelRuntimeContext& ctx, const char* name, const Tensor& in, IntList output_size,
+                    const EValue& scale_factors, Tensor& out, SizesType* os, double* scale) {
+  if (in.dim() != 4) return fail(ctx, Error::InvalidArgument, "%s: input must be 4-D, got %zu-D", name, in.dim());
+  if (!upsample_geometry(ctx, name, in, output_size, scale_factors, os, scale)) return false;
+  SizesType s[4] = {in.size(0), in.size(1), os[0], os[1]};
+  return resize_out(ctx, name, out, s, 4);
 }
 }  // namespace
 
 // upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? scale_factors, *, Tensor(a!) out)
-void upsample_nearest2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::upsample_nearest2d.vec_out";
-  if (!check_nargs(ctx, name, args, 4)) return;
-  Tensor *in, *out;
+ETKIT_KERNEL(upsample_nearest2d_vec_out, Tensor* in, IntList output_size, EValue* scale_factors, Tensor* out) {
   SizesType os[2];
   double scale[2];
-  if (!upsample_setup(ctx, name, args, 1, 2, 3, &in, &out, os, scale)) return;
+  if (!upsample_setup(ctx, name, *in, output_size, *scale_factors, *out, os, scale)) return;
   int64_t idx[4] = {0};
   for (size_t i = 0; i < out->numel(); ++i) {
     int64_t src[4] = {idx[0], idx[1], 0, 0};
@@ -229,15 +206,11 @@ bool bilinear_uint8(KernelRuntimeContext& ctx, const Tensor& in, Tensor& out, bo
 
 // upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors,
 //                             *, Tensor(a!) out)
-void upsample_bilinear2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::upsample_bilinear2d.vec_out";
-  if (!check_nargs(ctx, name, args, 5)) return;
-  bool align;
-  if (!bool_arg(ctx, name, args, 2, "align_corners", &align)) return;
-  Tensor *in, *out;
+ETKIT_KERNEL(upsample_bilinear2d_vec_out, Tensor* in, IntList output_size, bool align, EValue* scale_factors,
+             Tensor* out) {
   SizesType os[2];
   double scale[2];
-  if (!upsample_setup(ctx, name, args, 1, 3, 4, &in, &out, os, scale)) return;
+  if (!upsample_setup(ctx, name, *in, output_size, *scale_factors, *out, os, scale)) return;
   if (in->scalar_type() == ScalarType::Byte && out->scalar_type() == ScalarType::Byte &&
       bilinear_uint8(ctx, *in, *out, align, scale))
     return;
@@ -268,19 +241,13 @@ void upsample_bilinear2d_vec_out(KernelRuntimeContext& ctx, Span<EValue*> args) 
 }
 
 namespace {
-/// var (and with `with_mean`, var_mean): out at args[4], the mean at args[5].
-void variance(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool with_mean) {
-  if (!check_nargs(ctx, name, args, with_mean ? 6 : 5)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  bool none = false, keepdim;
-  double correction = 1;
-  if (!in || !int_list_arg(ctx, name, args, 1, "dim", &dims, &none)) return;
-  if (!args[2]->is_none() && !scalar_arg(ctx, name, args, 2, "correction", &correction)) return;
-  if (!bool_arg(ctx, name, args, 3, "keepdim", &keepdim)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 4, "out");
-  Tensor* mean = with_mean && out ? tensor_arg(ctx, name, args, 5, "out1") : nullptr;
-  if (!out || (with_mean && !mean) || !check_floating(ctx, name, *in, "self") ||
+/// var (and, with a `mean` output, var_mean) on unpacked arguments; correction None means 1.
+void variance(KernelRuntimeContext& ctx, const char* name, Tensor* in, IntList dim, OptionalScalar correction_arg,
+              bool keepdim, Tensor* out, Tensor* mean) {
+  const Span<const int64_t> dims = dim.list;
+  const bool none = dim.is_none;
+  const double correction = correction_arg.has_value ? correction_arg.value : 1;
+  if (!check_floating(ctx, name, *in, "self") ||
       !require_contiguous(ctx, name, *out, "out") || (mean && !require_contiguous(ctx, name, *mean, "out1")))
     return;
   bool reduce[kMaxDim] = {false};
@@ -333,22 +300,19 @@ void variance(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, b
 
 // var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False,
 //                    Tensor(a!) out)
-void var_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  variance(ctx, "aten::var.correction_out", args, false);
+ETKIT_KERNEL(var_correction_out, Tensor* in, IntList dim, OptionalScalar correction, bool keepdim, Tensor* out) {
+  variance(ctx, name, in, dim, correction, keepdim, out, nullptr);
 }
 
 // var_mean.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False,
 //                         Tensor(a!) out0, Tensor(b!) out1): (variance, mean)
-void var_mean_correction_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  variance(ctx, "aten::var_mean.correction_out", args, true);
-}
+ETKIT_KERNEL_FROM(var_mean_correction_out, variance)
 
 namespace {
-void extreme_all(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args, bool is_max) {
-  if (!check_nargs(ctx, name, args, 2)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
-  Tensor* out = in ? tensor_arg(ctx, name, args, 1, "out") : nullptr;
-  if (!out || !resize_out(ctx, name, *out, nullptr, 0)) return;
+/// (self, out) of max.unary_out / min.unary_out.
+template <bool is_max>
+void extreme_all(KernelRuntimeContext& ctx, const char* name, Tensor* in, Tensor* out) {
+  if (!resize_out(ctx, name, *out, nullptr, 0)) return;
   if (in->numel() == 0) {
     fail(ctx, Error::InvalidArgument, "%s: input is empty", name);
     return;
@@ -366,18 +330,12 @@ void extreme_all(KernelRuntimeContext& ctx, const char* name, Span<EValue*> args
 }  // namespace
 
 // max.unary_out(Tensor self, *, Tensor(a!) out) / min.unary_out
-void max_unary_out(KernelRuntimeContext& ctx, Span<EValue*> args) { extreme_all(ctx, "aten::max.unary_out", args, true); }
-void min_unary_out(KernelRuntimeContext& ctx, Span<EValue*> args) { extreme_all(ctx, "aten::min.unary_out", args, false); }
+ETKIT_KERNEL_FROM(max_unary_out, extreme_all<true>)
+ETKIT_KERNEL_FROM(min_unary_out, extreme_all<false>)
 
 // flip.out(Tensor self, int[] dims, *, Tensor(a!) out)
-void flip_out(KernelRuntimeContext& ctx, Span<EValue*> args) {
-  const char* name = "aten::flip.out";
-  if (!check_nargs(ctx, name, args, 3)) return;
-  Tensor* in = tensor_arg(ctx, name, args, 0, "self");
-  Span<const int64_t> dims;
-  if (!in || !int_list_arg(ctx, name, args, 1, "dims", &dims)) return;
-  Tensor* out = tensor_arg(ctx, name, args, 2, "out");
-  if (!out || !resize_out(ctx, name, *out, in->sizes().data(), in->dim())) return;
+ETKIT_KERNEL(flip_out, Tensor* in, Span<const int64_t> dims, Tensor* out) {
+  if (!resize_out(ctx, name, *out, in->sizes().data(), in->dim())) return;
   bool flip[kMaxDim] = {false};
   for (int64_t d : dims) {
     size_t nd;
