@@ -9,22 +9,10 @@
 
 #include "etkit/runtime/scalar_type.h"
 #include "scalar_type_generated.h"
+#include "test_check.h"
 
 namespace rt = etkit::runtime;
 
-namespace {
-
-int g_failures = 0;
-
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                                 \
-    }                                                                               \
-  } while (0)
-
-}  // namespace
 
 int main() {
   std::set<int> schema;
@@ -35,7 +23,7 @@ int main() {
     if (valid != (schema.count(v) == 1)) {
       std::fprintf(stderr, "value %d: is_valid_scalar_type says %d, the schema %s it\n", v, valid,
                    schema.count(v) ? "has" : "lacks");
-      ++g_failures;
+      ++failures;
     }
     if (v < INT8_MIN || v > INT8_MAX) continue;
     const auto t = static_cast<rt::ScalarType>(v);
@@ -43,7 +31,7 @@ int main() {
     if ((rt::element_size(t) != 0) != valid || named != valid) {
       std::fprintf(stderr, "value %d: element_size %zu, name %s, in the schema: %d\n", v, rt::element_size(t),
                    rt::scalar_type_name(t), valid);
-      ++g_failures;
+      ++failures;
     }
   }
 
@@ -60,6 +48,6 @@ int main() {
   CHECK(std::strcmp(rt::scalar_type_name(rt::ScalarType::QUInt4x2), "QUInt4x2") == 0);
   CHECK(static_cast<int>(rt::ScalarType::UInt64) == static_cast<int>(etkit::fb::ScalarType::UINT64));
 
-  if (g_failures == 0) std::printf("test_scalar_type: ok\n");
-  return g_failures == 0 ? 0 : 1;
+  if (failures == 0) std::printf("test_scalar_type: ok\n");
+  return failures == 0 ? 0 : 1;
 }
