@@ -34,8 +34,15 @@ def _test_sources() -> str:
     return "\n".join(p.read_text(errors="replace") for p in files)
 
 
-def test_there_are_hooks():
-    assert "etkit_register_backends" in HOOKS and len(HOOKS) >= 3
+def test_the_hooks_are_the_ones_every_plugin_answers():
+    """Plugin API 2.0: per-backend behaviour is a BackendSpec field, not a hook (the 1.x hooks are refused)."""
+    from dataclasses import fields
+
+    from etkit.plugins import BackendSpec
+
+    assert HOOKS == ["etkit_memory_planning_requirements", "etkit_register_backends"]
+    assert not set(hookspecs.MOVED_TO_BACKEND_SPEC) & set(HOOKS)
+    assert set(hookspecs.MOVED_TO_BACKEND_SPEC.values()) <= {f.name for f in fields(BackendSpec)}
 
 
 @pytest.mark.parametrize("hook", HOOKS)
