@@ -38,6 +38,8 @@ FLAGS = ("-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -fno-sa
 # otherwise), or a slower input, is a finding.
 TIMEOUT_S = 25
 # Leaks are findings; a sanitizer report exits with libFuzzer's crash status.
+#: What LeakSanitizer prints when its own machinery (the tracer that stops threads) fails.
+LSAN_TOOL_FAILURE = r"Tracer caught signal \d+.*\n.*LeakSanitizer has encountered a fatal error"
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:allocator_may_return_null=0",
                  "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
                  "LSAN_OPTIONS": f"suppressions={ROOT / 'fuzz' / 'lsan.supp'}"}
@@ -229,20 +231,31 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int,
            *limits,
            f"-artifact_prefix={artifacts}/", *([f"-dict={dictionary}"] if dictionary.is_file() else []),
            str(work), str(BUILD / "corpus" / target.name)]
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
-                              timeout=seconds + GRACE_S)
-    except subprocess.TimeoutExpired as hung:
-        text = (hung.stdout or b"").decode(errors="replace") + (hung.stderr or b"").decode(errors="replace")
+    for attempt in (1, 2):
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
+                                  timeout=seconds + GRACE_S)
+        except subprocess.TimeoutExpired as hung:
+            text = (hung.stdout or b"").decode(errors="replace") + (hung.stderr or b"").decode(errors="replace")
+            (artifacts / "last_run.log").write_text(text)
+            result.report = _report(text, [])
+            result.crashes.append(f"hung: still running {GRACE_S} s after -max_total_time, killed "
+                                  f"(log: {artifacts / 'last_run.log'})")
+            return result
+        result.seconds = time.monotonic() - start
+        text = proc.stdout + proc.stderr
         (artifacts / "last_run.log").write_text(text)
-        result.report = _report(text, [])
-        result.crashes.append(f"hung: still running {GRACE_S} s after -max_total_time, killed "
-                              f"(log: {artifacts / 'last_run.log'})")
-        return result
-    result.seconds = time.monotonic() - start
-    text = proc.stdout + proc.stderr
-    (artifacts / "last_run.log").write_text(text)
+        # LeakSanitizer's own thread-stopping tracer can die (it has, once, with the Vulkan driver's worker
+        # threads alive): that is the tool failing, not an input; the "crash" it leaves is the empty input.
+        # Run the target once more; a second such failure is reported like any crash.
+        if proc.returncode == 0 or attempt == 2 or not re.search(LSAN_TOOL_FAILURE, text):
+            break
+        (artifacts / "lsan_tool_failure.log").write_text(text)
+        for found in _artifacts(text):
+            Path(found).unlink(missing_ok=True)
+        print(f"fuzz.py: {target.name}: LeakSanitizer itself failed (not an input); running it again "
+              f"(log: {artifacts / 'lsan_tool_failure.log'})", file=sys.stderr, flush=True)
     result.executions = _stat(text, "number_of_executed_units")
     result.exec_per_s = _stat(text, "average_exec_per_sec")
     cov = re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", text)
