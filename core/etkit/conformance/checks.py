@@ -102,18 +102,6 @@ def default_tolerance(dtype) -> tuple[float, float]:
     return DEFAULT_TOLERANCES.get(str(dtype).replace("torch.", ""), (0.0, 0.0))
 
 
-def _behaviour(backend_id: str, field_name: str):
-    """``BackendSpec.<field_name>`` of ``backend_id`` as a function, or ``None`` (the field is unset, or no
-    installed plugin registers ``backend_id``)."""
-    from ..plugins import BackendNotFoundError, get_backend_spec
-
-    try:
-        spec = get_backend_spec(backend_id)
-    except BackendNotFoundError:
-        return None
-    return spec.resolve(field_name)
-
-
 def tolerance(backend_id: str, dtype) -> tuple[float, float]:
     """``(atol, rtol)`` for comparing an output of ``dtype`` with eager: the backend's declaration
     (``BackendSpec.conformance_tolerance``) or :data:`DEFAULT_TOLERANCES` (exact for other dtypes).
@@ -121,9 +109,9 @@ def tolerance(backend_id: str, dtype) -> tuple[float, float]:
     Raises:
         etkit.plugins.PluginError: the declaration returned something other than two non-negative numbers.
     """
-    from ..plugins import PluginError
+    from ..plugins import PluginError, backend_behaviour
 
-    declare = _behaviour(backend_id, "conformance_tolerance")
+    declare = backend_behaviour(backend_id, "conformance_tolerance")
     declared = None if declare is None else declare(dtype)
     if declared is not None:
         try:
@@ -260,9 +248,9 @@ def prepare_case(backend_id: str, module, inputs):
     """
     import torch
 
-    from ..plugins import PluginError
+    from ..plugins import PluginError, backend_behaviour
 
-    prepare = _behaviour(backend_id, "conformance_prepare")
+    prepare = backend_behaviour(backend_id, "conformance_prepare")
     prepared = None if prepare is None else prepare(module, tuple(inputs))
     if prepared is not None and not isinstance(prepared, torch.nn.Module):
         raise PluginError(f"BackendSpec.conformance_prepare of {backend_id} returned {type(prepared).__name__}; "
@@ -273,7 +261,9 @@ def prepare_case(backend_id: str, module, inputs):
 def reference_run(backend_id: str, manager, inputs):
     """The backend's host-side reference execution of a lowered program
     (``BackendSpec.conformance_reference_run``): a list of output tensors, or ``None`` if it offers none."""
-    run = _behaviour(backend_id, "conformance_reference_run")
+    from ..plugins import backend_behaviour
+
+    run = backend_behaviour(backend_id, "conformance_reference_run")
     outputs = None if run is None else run(manager, tuple(inputs))
     return None if outputs is None else list(outputs)
 

@@ -224,3 +224,18 @@ def get_backend_specs() -> list[BackendSpec]:
 def get_backend_spec(backend_id: str) -> BackendSpec:
     """The spec for ``backend_id``; raises :class:`BackendNotFoundError` naming the installed ones."""
     return get_plugin_manager().registry.get(backend_id)
+
+
+def backend_behaviour(backend_id: str, field_name: str):
+    """The function in ``BackendSpec.<field_name>`` (e.g. ``"describe_payload"``) of the installed backend
+    ``backend_id``, or ``None`` when no installed plugin provides that backend or its spec leaves the field
+    unset (the core's default applies).
+
+    Raises:
+        ValueError, ImportError, TypeError: as :meth:`etkit.plugins.spec.BackendSpec.resolve`.
+    """
+    try:
+        spec = get_backend_spec(backend_id)
+    except BackendNotFoundError:
+        return None
+    return spec.resolve(field_name)

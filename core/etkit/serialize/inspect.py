@@ -187,22 +187,12 @@ def _delegate_payload(delegate, layout: PteLayout, data: bytes) -> bytes:
     return bytes(as_bytes(layout.program.backendDelegateData[processed.index].data))
 
 
-def _backend_behaviour(backend_id: str, field_name: str):
-    """The ``BackendSpec.<field_name>`` function of ``backend_id``'s plugin, or ``None`` (no plugin machinery, no
-    such backend installed, or the plugin keeps the default)."""
-    try:
-        from etkit.plugins import get_backend_spec
-        spec = get_backend_spec(backend_id)
-    except Exception:  # no plugin machinery, or the backend is not installed: the core's default
-        return None
-    return spec.resolve(field_name)
-
-
 def _plugin_description(delegate, layout: PteLayout, data: bytes) -> list[str]:
     """Lines the backend's plugin gives for this payload (``BackendSpec.describe_payload``)."""
     specs = {_text(s.key): bytes(as_bytes(s.value)) for s in delegate.compileSpecs or []}
     try:
-        describe = _backend_behaviour(_text(delegate.id), "describe_payload")
+        from etkit.plugins import backend_behaviour
+        describe = backend_behaviour(_text(delegate.id), "describe_payload")
         if describe is None:
             return []
         lines = describe(_delegate_payload(delegate, layout, data), specs)
@@ -273,12 +263,14 @@ def dump_payloads(path_or_bytes: str | os.PathLike | bytes, directory: str | os.
         PteFormatError: the data is not a .pte this etkit reads.
         OSError: the path cannot be read or the directory cannot be written.
     """
+    from etkit.plugins import backend_behaviour
+
     os.makedirs(directory, exist_ok=True)
     lines = []
     for method, index, backend_id, payload, specs in delegate_payloads(path_or_bytes):
         stem = f"{method}_{index}"
         try:
-            dump = _backend_behaviour(backend_id, "dump_payload")
+            dump = backend_behaviour(backend_id, "dump_payload")
             written = None if dump is None else dump(payload, specs, os.fspath(directory), stem)
         except Exception as exc:  # a plugin's bug: fall back to the raw bytes
             lines.append(f"{stem} ({backend_id}): its plugin could not dump it ({type(exc).__name__}: {exc}); "
