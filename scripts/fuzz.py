@@ -164,6 +164,8 @@ class Result:
     regressions: int = 0
     crashes: list = field(default_factory=list)
     report: str = ""  # the sanitizer's or libFuzzer's account of the first finding (see _report)
+    finding: str = ""  # the line that report starts with: what kind of finding it is
+    warnings: list = field(default_factory=list)  # failures that were not inputs (see _not_an_input)
 
 
 def _stat(text: str, key: str) -> int:
@@ -178,7 +180,8 @@ def _artifacts(text: str) -> list[str]:
 # How a finding starts in libFuzzer's output: a sanitizer report, a UBSan check, a signal, or libFuzzer's own
 # leak / out-of-memory / timeout / malloc-limit notices.
 _FINDING = re.compile(r"==\d+==ERROR|runtime error:|==\d+== ERROR: libFuzzer|deadly signal|ALARM: working on|"
-                      r"out-of-memory \(|malloc\(\d+\) limit|Direct leak|Indirect leak")
+                      r"out-of-memory \(|malloc\(\d+\) limit|Direct leak|Indirect leak|"
+                      r"Sanitizer CHECK failed|Tracer caught signal|ERROR: Failed to mmap|terminate called")
 REPORT_LINES = 40
 # A crash input up to this size is printed in base64 with the report, so a CI log alone reproduces it.
 PRINTED_INPUT_BYTES = 16 * 1024
@@ -200,6 +203,36 @@ def _report(text: str, inputs: list[str]) -> str:
     return "\n".join(out + lines[first:first + REPORT_LINES])
 
 
+def _first_finding_line(text: str) -> str:
+    """The line a finding's report starts with (what kind of finding it is), or the log's last line."""
+    lines = text.splitlines()
+    return next((line.strip() for line in lines if _FINDING.search(line)), lines[-1].strip() if lines else "")
+
+
+#: How many times a saved input is replayed alone before it is called unreproducible.
+REPLAYS = 3
+
+
+def _not_an_input(text: str, binary: Path, env: dict, limits: list[str]) -> str | None:
+    """Why a failed run's finding is not a reproducible input (None when it is one, the normal case).
+
+    Two known causes, both seen on CI and neither replayable: LeakSanitizer's own thread-stopping tracer dying
+    (the 'crash input' it leaves is the empty input), and a failure whose saved input runs clean alone,
+    REPLAYS times in a fresh process (the sanitizer runtime itself running out of memory or address space
+    under load is one such case). A finding whose input fails again on replay is always reported."""
+    if re.search(LSAN_TOOL_FAILURE, text):
+        return "LeakSanitizer itself failed (its tracer died; not an input)"
+    found = [Path(a) for a in _artifacts(text)]
+    if not found or not all(p.is_file() for p in found):
+        return None
+    for path in found:
+        replay = subprocess.run([str(binary), f"-runs={REPLAYS}", *limits, str(path)], env=env,
+                                capture_output=True, text=True, errors="replace", timeout=GRACE_S + TIMEOUT_S * REPLAYS)
+        if replay.returncode != 0:
+            return None
+    return f"the input it saved does not fail when replayed alone ({REPLAYS} runs in a fresh process)"
+
+
 def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int, replay_only: bool) -> Result:
     result = Result(target.name)
     env = {**os.environ, **SANITIZER_ENV}
@@ -218,6 +251,7 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int,
             log.write_text(proc.stdout + proc.stderr)
             result.crashes.append(f"a regression input fails again (log: {log})")
             result.report = _report(proc.stdout + proc.stderr, [])
+            result.finding = _first_finding_line(proc.stdout + proc.stderr)
             return result
     if replay_only:
         return result
@@ -246,16 +280,22 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int,
         result.seconds = time.monotonic() - start
         text = proc.stdout + proc.stderr
         (artifacts / "last_run.log").write_text(text)
-        # LeakSanitizer's own thread-stopping tracer can die (it has, once, with the Vulkan driver's worker
-        # threads alive): that is the tool failing, not an input; the "crash" it leaves is the empty input.
-        # Run the target once more; a second such failure is reported like any crash.
-        if proc.returncode == 0 or attempt == 2 or not re.search(LSAN_TOOL_FAILURE, text):
+        if proc.returncode == 0 or attempt == 2:
             break
-        (artifacts / "lsan_tool_failure.log").write_text(text)
-        for found in _artifacts(text):
-            Path(found).unlink(missing_ok=True)
-        print(f"fuzz.py: {target.name}: LeakSanitizer itself failed (not an input); running it again "
-              f"(log: {artifacts / 'lsan_tool_failure.log'})", file=sys.stderr, flush=True)
+        why = _not_an_input(text, binary, env, limits)
+        if why is None:
+            break
+        # Not an input: the sanitizer's own machinery failed, or what the run saved does not fail on its own.
+        # The log and input are kept for whoever looks (unreproduced-*), and the target runs once more; a second
+        # failure of any kind is reported like any crash.
+        kept = artifacts / f"unreproduced-{attempt}.log"
+        kept.write_text(text)
+        for found in map(Path, _artifacts(text)):
+            if found.is_file():
+                found.rename(found.with_name("unreproduced-" + found.name))
+        note = f"{why}; ran it once more (log: {kept}; first line: {_first_finding_line(text)})"
+        result.warnings.append(note)
+        print(f"fuzz.py: {target.name}: {note}", file=sys.stderr, flush=True)
     result.executions = _stat(text, "number_of_executed_units")
     result.exec_per_s = _stat(text, "average_exec_per_sec")
     cov = re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", text)
@@ -265,6 +305,7 @@ def run_target(target: Target, binary: Path, seconds: int, runs: int, seed: int,
         found = _artifacts(text)
         result.crashes.extend(found or [f"exit {proc.returncode} (log: {artifacts / 'last_run.log'})"])
         result.report = _report(text, found)
+        result.finding = _first_finding_line(text)
     # A harness that rejects every seed (a case layout out of step with scripts/fuzz_corpus.py, a target
     # that cannot register its backend) would fuzz nothing and pass: libFuzzer must have kept some seeds.
     # (A target that rejects every input still shows a handful of edges: its own header parsing.)
@@ -321,6 +362,9 @@ def main(argv=None) -> int:
               f"{r.edges:>7}{r.features:>9}{r.corpus:>7}{r.regressions:>12}{len(r.crashes):>8}")
     print(f"({time.monotonic() - start:.0f} s with {args.jobs} at a time; logs and crash inputs in "
           f"{BUILD / 'artifacts'})")
+    for r in results:
+        for w in r.warnings:
+            print(f"fuzz.py: warning: {r.target}: {w}")
     failed = [r for r in results if r.crashes]
     for r in failed:
         for c in r.crashes:
@@ -329,6 +373,10 @@ def main(argv=None) -> int:
             print(f"fuzz.py: {r.target}: what its log says:", file=sys.stderr)
             print("\n".join("    " + line for line in r.report.splitlines()), file=sys.stderr)
     if failed:
+        # Last, because a CI log is often read from its tail: what kind of finding each one is.
+        for r in failed:
+            if r.finding:
+                print(f"fuzz.py: {r.target}: the finding starts: {r.finding}", file=sys.stderr)
         print("fuzz.py: reproduce with `<binary> <input>`; fix the root cause, then copy the input into the "
               "target's regressions/ directory (docs/fuzzing.md)", file=sys.stderr)
         return 1
