@@ -2,10 +2,13 @@
 
 What is checked, per plugin directory ``<root>`` of package ``etkit_<name>``:
 
-- ``pyproject.toml`` declares the entry point ``<name> = "etkit_<name>.plugin"`` in group ``etkit.backends``;
-- ``etkit_<name>/__init__.py``, ``plugin.py`` and ``preprocess.py`` exist; ``plugin.py`` takes ``hookimpl`` from
-  ``etkit.plugins`` (no marker of its own), implements only hooks of the contract, and registers a ``BackendSpec``
-  whose ``plugin_api`` is this etkit's;
+- ``pyproject.toml`` declares the entry point ``<name> = "etkit_<name>.plugin"`` in group ``etkit.backends`` and
+  takes its long description from the plugin's ``README.md``;
+- ``etkit_<name>/__init__.py``, ``plugin.py`` and ``preprocess.py`` exist; the partitioner lives in the
+  ``partition/`` package (the design's layout, as ExecuTorch's backends have it) and the spec names it
+  ``etkit_<name>.partition:<Class>``; compile specs, when a plugin has a module for them, are in
+  ``compile_spec.py``; ``plugin.py`` takes ``hookimpl`` from ``etkit.plugins`` (no marker of its own), implements
+  only hooks of the contract, and registers a ``BackendSpec`` whose ``plugin_api`` is this etkit's;
 - ``README.md`` (the plugin's manual) and ``tests/`` exist;
 - the native delegate's sources are under ``runtime/``; a plugin built by a root ``CMakeLists.txt`` builds its
   delegate with ``etkit_add_delegate`` (and its payload schema, if any, with ``etkit_add_payload_schema``) instead
@@ -45,9 +48,16 @@ def _layout_problems(root: Path, name: str) -> dict[str, str]:
     entry_points = project.get("project", {}).get("entry-points", {}).get("etkit.backends", {})
     if entry_points.get(name) != f"etkit_{name}.plugin":
         problems["entry_point"] = f"etkit.backends entry points are {entry_points}"
+    if project.get("project", {}).get("readme") != "README.md":
+        problems["readme"] = "pyproject.toml's readme is not the plugin's README.md"
     for required in ("__init__.py", "plugin.py", "preprocess.py"):
         if not (package / required).is_file():
             problems[f"package:{required}"] = f"no {package.name}/{required}"
+    if not (package / "partition" / "__init__.py").is_file():
+        problems["partition"] = f"no {package.name}/partition/ package (the partitioner and its op configs)"
+    odd_spec_modules = sorted(m.name for m in package.glob("compile_*.py") if m.name != "compile_spec.py")
+    if odd_spec_modules:
+        problems["compile_spec"] = f"compile specs in {odd_spec_modules}, not {package.name}/compile_spec.py"
     for required in ("README.md", "tests", "runtime"):
         if not (root / required).exists():
             problems[f"root:{required}"] = f"no {required}"
@@ -64,6 +74,9 @@ def _layout_problems(root: Path, name: str) -> dict[str, str]:
         hooks = {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("etkit_")}
         if hooks - contract:
             problems["hooks"] = f"implements {sorted(hooks - contract)}, which the contract does not have"
+        named = re.findall(r'"(etkit_\w+)\.([\w.]+):\w*Partitioner"', plugin_py.read_text())
+        if not named or any(module != "partition" for _, module in named):
+            problems["partitioner_path"] = f"the BackendSpec's partitioners are not 'etkit_{name}.partition:<Class>': {named}"
     cmake = root / "CMakeLists.txt"
     if not cmake.is_file():
         problems["cmake_at_root"] = "no CMakeLists.txt at the plugin root"

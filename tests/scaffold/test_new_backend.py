@@ -64,7 +64,7 @@ def test_generated_tree_has_every_template_rendered(tmp_path):
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert len(files) == len(template_files())
     for expected in ("pyproject.toml", "CMakeLists.txt", "README.md", ".gitignore", "cmake/etkit_mynpuConfig.cmake.in",
-                     "etkit_mynpu/plugin.py", "etkit_mynpu/partitioner.py", "etkit_mynpu/preprocess.py",
+                     "etkit_mynpu/plugin.py", "etkit_mynpu/partition/partitioner.py", "etkit_mynpu/preprocess.py",
                      "runtime/src/backend.cpp", "runtime/include/etkit_mynpu/register.h", "tests/test_mynpu_backend.py"):
         assert expected in files
     for path in out.rglob("*"):
@@ -149,7 +149,7 @@ from etkit.backend import PreprocessResult, Rejection
 from etkit.plugins import get_plugin_manager, hookimpl
 from etkit_{NAME} import payload
 from etkit_{NAME}.plugin import etkit_register_backends as real_register
-from etkit_{NAME}.partitioner import {BACKEND_ID[:-len("Backend")]}Partitioner
+from etkit_{NAME}.partition import {BACKEND_ID[:-len("Backend")]}Partitioner
 from etkit_{NAME}.preprocess import {BACKEND_ID[:-len("Backend")]}BackendDetails
 
 _counter = itertools.count()

@@ -16,17 +16,17 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "CoreMLPartitioner": "etkit_coreml.partitioner",
-    "UnsupportedByCoreMLError": "etkit_coreml.partitioner",
+    "CoreMLPartitioner": "etkit_coreml.partition",
+    "UnsupportedByCoreMLError": "etkit_coreml.partition",
     "CoreMLBackend": "etkit_coreml.preprocess",
     "CoreMLConversionError": "etkit_coreml.preprocess",
     "mlmodel_from_payload": "etkit_coreml.preprocess",
     "CoreMLQuantizer": "etkit_coreml.quantizer",
     "generate_enumerated_shapes_compile_spec": "etkit_coreml.enumerated_shapes",
     "EnumeratedShapesError": "etkit_coreml.enumerated_shapes",
-    "COMPILE_SPEC_KEYS": "etkit_coreml.compile_specs",
-    "MODEL_TYPE": "etkit_coreml.compile_specs",
-    "CompileSpecError": "etkit_coreml.compile_specs",
+    "COMPILE_SPEC_KEYS": "etkit_coreml.compile_spec",
+    "MODEL_TYPE": "etkit_coreml.compile_spec",
+    "CompileSpecError": "etkit_coreml.compile_spec",
 }
 
 __all__ = sorted(_EXPORTS)

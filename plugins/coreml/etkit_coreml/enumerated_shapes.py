@@ -24,7 +24,7 @@ from torch.export import ExportedProgram
 from etkit.backend import CompileSpec
 
 from ._quiet import import_coremltools
-from .compile_specs import COMPILE_SPEC_KEYS, CompileSpecError
+from .compile_spec import COMPILE_SPEC_KEYS, CompileSpecError
 
 
 class EnumeratedShapesError(ValueError):

@@ -39,7 +39,7 @@ def etkit_register_backends(register) -> None:
     register(BackendSpec(
         backend_id=BACKEND_ID,
         backend_details="etkit_coreml.preprocess:CoreMLBackend",
-        partitioners={"CoreMLPartitioner": "etkit_coreml.partitioner:CoreMLPartitioner"},
+        partitioners={"CoreMLPartitioner": "etkit_coreml.partition:CoreMLPartitioner"},
         quantizers={"CoreMLQuantizer": "etkit_coreml.quantizer:CoreMLQuantizer"},
         runtime_module=None,
         describe_payload="etkit_coreml.payload.describe:describe_payload",

@@ -2,7 +2,7 @@
 
 The partition (an Edge ``ExportedProgram``, which coremltools' torch.export frontend accepts) is
 converted with ``coremltools.convert(..., convert_to="mlprogram")`` using the compile specs
-(:mod:`etkit_coreml.compile_specs`), optionally weight-compressed with
+(:mod:`etkit_coreml.compile_spec`), optionally weight-compressed with
 ``coremltools.optimize.coreml.linear_quantize_weights``, saved as an ``.mlpackage`` and flattened into
 the payload ExecuTorch's Core ML runtime loads (:mod:`etkit_coreml.payload`).
 
@@ -21,8 +21,8 @@ from torch.export import ExportedProgram
 
 from etkit.backend import BackendDetails, CompileSpec, PreprocessResult
 
-from . import compile_specs as specs
-from .compile_specs import MODEL_TYPE
+from . import compile_spec as specs
+from .compile_spec import MODEL_TYPE
 from .enumerated_shapes import coreml_inputs, generate_enumerated_shapes_compile_spec
 from ._quiet import import_coremltools
 from ._quiet import quiet as _quiet
@@ -69,7 +69,7 @@ def convert_to_mlmodel(edge_program: ExportedProgram, compile_specs: Sequence[Co
 
     Raises:
         CoreMLConversionError: coremltools failed (its message is included).
-        etkit_coreml.compile_specs.CompileSpecError: a compile spec cannot be read.
+        etkit_coreml.compile_spec.CompileSpecError: a compile spec cannot be read.
     """
     ct = import_coremltools()
 
@@ -205,7 +205,7 @@ class CoreMLBackend(BackendDetails):
 
         Raises:
             CoreMLConversionError: coremltools failed, or a compiled model was asked for off macOS.
-            etkit_coreml.compile_specs.CompileSpecError: unreadable compile spec.
+            etkit_coreml.compile_spec.CompileSpecError: unreadable compile spec.
         """
         mlmodel = convert_to_mlmodel(edge_program, compile_specs)
         return payload_from_mlmodel(mlmodel, specs.model_type(compile_specs))

@@ -10,7 +10,7 @@ from coreml_helpers import delegates, lower
 from etkit_coreml import (COMPILE_SPEC_KEYS, CompileSpecError, CoreMLBackend, CoreMLPartitioner,
                           EnumeratedShapesError, UnsupportedByCoreMLError, generate_enumerated_shapes_compile_spec,
                           mlmodel_from_payload)
-from etkit_coreml import compile_specs as specs
+from etkit_coreml import compile_spec as specs
 
 ct = pytest.importorskip("coremltools")
 

@@ -16,7 +16,7 @@ from .plugin import BACKEND_ID
 
 _LAZY = {
     "EthosUCompileSpec": ".compile_spec",
-    "EthosUPartitioner": ".partitioner",
+    "EthosUPartitioner": ".partition",
     "EthosUQuantizer": ".quantizer",
     "get_symmetric_quantization_config": ".quantizer",
     "EthosUBackend": ".preprocess",

@@ -33,7 +33,7 @@ def etkit_register_backends(register) -> None:
     register(BackendSpec(
         backend_id=BACKEND_ID,
         backend_details="etkit_ethosu.preprocess:EthosUBackend",
-        partitioners={"EthosUPartitioner": "etkit_ethosu.partitioner:EthosUPartitioner"},
+        partitioners={"EthosUPartitioner": "etkit_ethosu.partition:EthosUPartitioner"},
         quantizers={"EthosUQuantizer": "etkit_ethosu.quantizer:EthosUQuantizer"},
         runtime_module=None,
         describe_payload="etkit_ethosu.describe:describe_payload",

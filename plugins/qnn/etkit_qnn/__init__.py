@@ -14,7 +14,7 @@ __all__ = ["QnnPartitioner", "QnnQuantizer", "QuantDtype", "QnnBackend", "QcomCh
 from .plugin import BACKEND_ID
 
 _LAZY = {
-    "QnnPartitioner": ".partition.partitioner",
+    "QnnPartitioner": ".partition",
     "QnnQuantizer": ".quantizer",
     "QuantDtype": ".quantizer",
     "quantize_for_qnn": ".quantizer",

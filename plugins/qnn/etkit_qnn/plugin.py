@@ -50,7 +50,7 @@ def etkit_register_backends(register) -> None:
     register(BackendSpec(
         backend_id=BACKEND_ID,
         backend_details="etkit_qnn.preprocess:QnnBackend",
-        partitioners={"QnnPartitioner": "etkit_qnn.partition.partitioner:QnnPartitioner"},
+        partitioners={"QnnPartitioner": "etkit_qnn.partition:QnnPartitioner"},
         quantizers={"QnnQuantizer": "etkit_qnn.quantizer:QnnQuantizer"},
         runtime_module=RUNTIME_MODULE,
         cmake_package="etkit_qnn",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "VulkanPartitioner": "etkit_vulkan.partitioner",
-    "VulkanCompileOptions": "etkit_vulkan.compile_options",
+    "VulkanPartitioner": "etkit_vulkan.partition",
+    "VulkanCompileOptions": "etkit_vulkan.compile_spec",
 }
 
 __all__ = sorted(_LAZY)

@@ -25,7 +25,7 @@ from torch.export import ExportedProgram
 
 from etkit.backend.utils import get_constant, is_constant, is_user_input, node_target_name
 
-from .compile_options import VulkanCompileOptions
+from .compile_spec import VulkanCompileOptions
 from .op_support import ACT_DEQUANTIZE_OPS, SYM_OPS, dequantized_weight, dynamic_chain
 from .serialization.graph_builder import GraphBuildError, VkGraphBuilder
 

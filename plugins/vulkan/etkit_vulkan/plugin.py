@@ -34,7 +34,7 @@ def etkit_register_backends(register) -> None:
     register(BackendSpec(
         backend_id=BACKEND_ID,
         backend_details="etkit_vulkan.preprocess:VulkanBackend",
-        partitioners={"VulkanPartitioner": "etkit_vulkan.partitioner:VulkanPartitioner"},
+        partitioners={"VulkanPartitioner": "etkit_vulkan.partition:VulkanPartitioner"},
         quantizers={"VulkanQuantizer": "etkit_vulkan.quantizer:VulkanQuantizer"},
         runtime_module=RUNTIME_MODULE,
         cmake_package="etkit_vulkan",

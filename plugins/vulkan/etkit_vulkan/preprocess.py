@@ -7,7 +7,7 @@ from torch.export import ExportedProgram
 
 from etkit.backend import BackendDetails, CompileSpec, PreprocessResult
 
-from .compile_options import VulkanCompileOptions
+from .compile_spec import VulkanCompileOptions
 from .lowering import lower_partition
 from .serialization import payload
 

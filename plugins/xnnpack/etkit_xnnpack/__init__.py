@@ -10,7 +10,7 @@ import torch; the lowering side asked for where only etkit-runtime is installed 
 from __future__ import annotations
 
 _LAZY = {
-    "XnnpackPartitioner": "etkit_xnnpack.partition.partitioner",
+    "XnnpackPartitioner": "etkit_xnnpack.partition",
     "ConfigPrecisionType": "etkit_xnnpack.partition.config_base",
     "XnnpackBackend": "etkit_xnnpack.preprocess",
     "weights_cache_stats": "etkit_xnnpack._delegate",

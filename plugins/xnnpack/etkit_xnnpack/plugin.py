@@ -31,7 +31,7 @@ def etkit_register_backends(register) -> None:
     register(BackendSpec(
         backend_id=BACKEND_ID,
         backend_details="etkit_xnnpack.preprocess:XnnpackBackend",
-        partitioners={"XnnpackPartitioner": "etkit_xnnpack.partition.partitioner:XnnpackPartitioner"},
+        partitioners={"XnnpackPartitioner": "etkit_xnnpack.partition:XnnpackPartitioner"},
         quantizers={"XNNPACKQuantizer": "etkit_xnnpack.quantizer:XNNPACKQuantizer"},
         runtime_module=RUNTIME_MODULE,
         cmake_package="etkit_xnnpack",

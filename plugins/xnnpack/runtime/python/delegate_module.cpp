@@ -4,7 +4,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "etkit/runtime/backend_interface.h"
+#include "etkit/extension/python/delegate_module.h"
 #include "etkit_xnnpack/register.h"
 
 namespace {
@@ -36,21 +36,5 @@ PyModuleDef kModule = {
 }  // namespace
 
 PyMODINIT_FUNC PyInit__delegate(void) {
-  const int rc = etkit_xnnpack_register_backends();
-  if (rc != 0) {
-    PyErr_Format(PyExc_ImportError,
-                 "etkit_xnnpack: registering XnnpackBackend with the etkit runtime failed (error %d): %s. "
-                 "Reinstall etkit-xnnpack against the installed etkit (plugin ABI %u, runtime ABI %u).",
-                 rc, etkit_backend_registration_error(), static_cast<unsigned>(ETKIT_BACKEND_ABI_VERSION),
-                 static_cast<unsigned>(etkit_runtime_backend_abi_version()));
-    return nullptr;
-  }
-  PyObject* module = PyModule_Create(&kModule);
-  if (module == nullptr) return nullptr;
-  if (PyModule_AddStringConstant(module, "BACKEND_ID", "XnnpackBackend") < 0 ||
-      PyModule_AddIntConstant(module, "ABI_VERSION", static_cast<long>(ETKIT_BACKEND_ABI_VERSION)) < 0) {
-    Py_DECREF(module);
-    return nullptr;
-  }
-  return module;
+  return etkit::python::create_delegate_module(&kModule, etkit_xnnpack_register_backends, "XnnpackBackend", "etkit-xnnpack");
 }

@@ -21,9 +21,9 @@ from etkit.backend import DelegationSpec, Partitioner, PartitionReport, Partitio
 from etkit.backend.utils import (give_each_user_its_own_copy, is_constant, is_delegate_call, is_user_input,
                                  propose_partitions, settle, tag_partitions)
 
-from .compile_spec import EthosUCompileSpec
-from .lowering import ops
-from .plugin import BACKEND_ID
+from ..compile_spec import EthosUCompileSpec
+from ..lowering import ops
+from ..plugin import BACKEND_ID
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
     VulkanPartitioner(compile_options=None, operator_blocklist=None, operator_allowlist=None)
 
-``compile_options`` is the seed's dictionary (:mod:`etkit_vulkan.compile_options`); the block/allow lists
+``compile_options`` is the seed's dictionary (:mod:`etkit_vulkan.compile_spec`); the block/allow lists
 hold edge ops (``torch.ops.aten.convolution.default``) or their names (``"aten.convolution.default"``).
 Every node left out is listed in :meth:`report` with the reason (:mod:`etkit_vulkan.op_support`).
 """
@@ -19,9 +19,9 @@ from torch.export import ExportedProgram
 from etkit.backend import DelegationSpec, Partitioner, PartitionReport, PartitionResult
 from etkit.backend.utils import is_delegate_call, node_target_name, propose_partitions, tag_partitions
 
-from .compile_options import VulkanCompileOptions
-from .op_support import BY_TARGET, FAMILIES, FLOAT_DTYPES, SYM_OPS, dynamic_chain, tensor_outputs
-from .plugin import BACKEND_ID
+from ..compile_spec import VulkanCompileOptions
+from ..op_support import BY_TARGET, FAMILIES, FLOAT_DTYPES, SYM_OPS, dynamic_chain, tensor_outputs
+from ..plugin import BACKEND_ID
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class VulkanPartitioner(Partitioner):
 
     Args:
         compile_options: ``require_dynamic_shapes``, ``force_fp16``, ``storage_type_override``
-            (see :class:`~etkit_vulkan.compile_options.VulkanCompileOptions`).
+            (see :class:`~etkit_vulkan.compile_spec.VulkanCompileOptions`).
         operator_blocklist: ops never delegated.
         operator_allowlist: when given, only these ops are delegated.
 

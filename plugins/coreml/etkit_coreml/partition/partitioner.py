@@ -20,9 +20,9 @@ from torch.export import ExportedProgram
 from etkit.backend import CompileSpec, DelegationSpec, Partitioner, PartitionReport, PartitionResult, Rejection
 from etkit.backend.utils import is_delegate_call, node_target_name, propose_partitions, tag_partitions
 
-from ._quiet import import_coremltools
-from .compile_specs import COMPILE_SPEC_KEYS
-from .plugin import BACKEND_ID
+from .._quiet import import_coremltools
+from ..compile_spec import COMPILE_SPEC_KEYS
+from ..plugin import BACKEND_ID
 
 logger = logging.getLogger(__name__)
 
