@@ -20,7 +20,7 @@ namespace etkit::python {
 
 /// Registers the backend with `register_backends` (a plugin's `etkit_<name>_register_backends`), then
 /// creates the module `definition` describes. Returns the new module, or null with ImportError set
-/// (registration refused: `distribution`, e.g. "etkit-xnnpack", is the wheel to reinstall) or with the
+/// (registration refused: `distribution`, e.g. "etkit-mybackend", is the wheel to reinstall) or with the
 /// error PyModule_Create / adding the constants set.
 inline PyObject* create_delegate_module(PyModuleDef* definition, int (*register_backends)(void),
                                         const char* backend_id, const char* distribution) {
