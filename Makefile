@@ -19,7 +19,7 @@
 #            PYTEST_ARGS (extra pytest arguments), NATIVE_CMAKE_ARGS (extra args for build/native),
 #            JOBS (build jobs, pytest workers and fuzz targets run at once, default 2),
 #            FUZZ_SECONDS (make fuzz: seconds per target, default 60), FUZZ_SEED (libFuzzer's seed, default 0:
-#            a new one each run; CI passes 1 so that its run is the same every time).
+#            a new one each run; CI passes 1: repeatable mutations, though timing still steers the run).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c

@@ -58,9 +58,11 @@ Error Tensor::resize(Span<const SizesType> new_sizes) {
   }
   if (same) return Error::Ok;
   if (dynamism_ == TensorShapeDynamism::STATIC) {
+    size_t changed = 0;
+    while (changed + 1 < dim_ && new_sizes[changed] == sizes_[changed]) ++changed;
     return set_error(Error::NotSupported,
                      "Tensor::resize: tensor has a static shape; cannot change dim %zu from %d to %d",
-                     dim_, (int)sizes_[0], (int)new_sizes[0]);
+                     changed, (int)sizes_[changed], (int)new_sizes[changed]);
   }
   if (n * element_size() > capacity_nbytes_) {
     return set_error(Error::NotSupported,

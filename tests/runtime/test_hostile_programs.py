@@ -269,3 +269,92 @@ def test_none_in_a_tensor_list_is_refused_at_load():
     assert torch.equal(out, torch.cat([x, y]))
     with pytest.raises(EtkitRuntimeError, match=r"value \d+: tensor list element is not a Tensor"):
         _load(_cat_with_none_in_its_tensor_list())
+
+
+
+def _with_op_arguments(model, x: torch.Tensor, op: str, patches=()) -> bytes:
+    """``model``'s program with arguments of its ``op`` kernel call set as a crafted file would have them: each
+    patch is (argument position, list entry or None for an Int, value)."""
+    from etkit.fb.InstructionArguments import InstructionArguments
+
+    contents = deserialize_pte(etkit.to_edge(torch.export.export(model, (x,))).to_executorch().buffer)
+    plan = contents.program.executionPlan[0]
+    names = [o.name.decode() if isinstance(o.name, bytes) else o.name for o in plan.operators]
+    (call,) = [i.instrArgs for i in plan.chains[0].instructions
+               if i.instrArgsType == InstructionArguments.KernelCall and names[i.instrArgs.opIndex] == op]
+    for position, entry, value in patches:
+        index = call.args[position] if entry is None else plan.values[call.args[position]].val.items[entry]
+        plan.values[index].val.intVal = value
+    return serialize_pte(contents)
+
+
+def _conv_groups(groups):  # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+    return [(8, None, groups)]  # groups, out)
+
+
+@pytest.mark.parametrize("model,shape", [
+    (torch.nn.ConvTranspose2d(4, 6, 3, groups=2), (1, 4, 5, 5)),
+    (torch.nn.Conv3d(4, 6, 2, groups=2), (1, 4, 3, 3, 3)),
+    (torch.nn.Conv2d(4, 6, 3, groups=2), (1, 4, 5, 5)),
+], ids=["transposed", "3d", "2d"])
+@pytest.mark.parametrize("groups", [-8718968878589280255, 1 << 62, 0, -2, 3])
+def test_convolution_groups_out_of_range_are_refused_at_execute(model, shape, groups):
+    """Fuzz regression conv-groups-overflow: the generic path multiplied a weight dim by groups before checking it."""
+    x = torch.randn(shape)
+    (good,) = _load(_with_op_arguments(model, x, "aten::convolution")).execute([x])
+    torch.testing.assert_close(good, model(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(EtkitRuntimeError, match=r"aten::convolution.out: .*groups"):
+        _load(_with_op_arguments(model, x, "aten::convolution", _conv_groups(groups))).execute([x])
+
+
+class Op(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+F = torch.nn.functional
+# (name, fn, input shape, op, patches, message): each patch puts a value no exporter writes into an Int argument
+# the kernel multiplies, adds, negates or allocates with; under the sanitized lane (scripts/sanitized_python.py) a
+# missing range check is undefined behaviour or a heap overrun, here a missing or imprecise error
+HOSTILE_ARGUMENTS = [
+    ("pad-huge", lambda x: F.pad(x, (1, 2)), (2, 3), "aten::constant_pad_nd", [(1, 0, 1 << 62)],
+     r"aten::constant_pad_nd.out: 'pad' is 4611686018427387904; it must be in \[-2147483647, 2147483647\]"),
+    ("pad-crops-past-zero", lambda x: F.pad(x, (1, 2)), (2, 3), "aten::constant_pad_nd", [(1, 0, -9)],
+     r"'padded size' is -4"),
+    ("repeat-huge", lambda x: x.repeat(2, 3), (2, 3), "aten::repeat", [(1, 0, 1 << 62)], r"'repeats entry' is 46"),
+    ("repeat-product", lambda x: x.repeat(2, 3), (2, 3), "aten::repeat", [(1, 1, 1 << 30)], r"'repeated size' is 32"),
+    ("split-sizes-past-dim", lambda x: x.split([1, 2], dim=1), (2, 3), "aten::split_with_sizes_copy",
+     [(1, 0, 4), (1, 1, -1)], r"'split_sizes entry' is 4; it must be in \[0, 3\]"),
+    ("max-pool3d-kernel", lambda x: F.max_pool3d(x, 2, padding=1), (1, 1, 3, 3, 3), "aten::max_pool3d_with_indices",
+     [(1, 0, 1 << 40)], r"'kernel_size' is 1099511627776; it must be in \[1, 1048576\]"),
+    ("avg-pool3d-padding", lambda x: F.avg_pool3d(x, 2), (1, 1, 4, 4, 4), "aten::avg_pool3d",
+     [(3, 0, 1 << 62)], r"'padding' is 4611686018427387904"),
+    ("group-norm-n", lambda x: F.group_norm(x, 2), (2, 4, 3), "aten::native_group_norm", [(3, None, (1 << 62) + 1)],
+     r"aten::native_group_norm.out: 'N' is 4611686018427387905"),
+]
+
+
+@pytest.mark.parametrize("name,fn,shape,op,patches,message", HOSTILE_ARGUMENTS, ids=[c[0] for c in HOSTILE_ARGUMENTS])
+def test_int_arguments_out_of_range_are_refused_at_execute(name, fn, shape, op, patches, message):
+    x, model = torch.randn(shape), Op(fn)
+    for got, want in zip(_load(_with_op_arguments(model, x, op)).execute([x]), torch.utils._pytree.tree_leaves(model(x))):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(EtkitRuntimeError, match=message):
+        _load(_with_op_arguments(model, x, op, patches)).execute([x])
+
+
+@pytest.mark.parametrize("fn,op,position,same_as", [
+    (lambda x: x[:, ::4] * 1, "aten::slice_copy", 4, lambda x: x[:, :1]),
+    (lambda x: x.unfold(1, 2, 3) * 1, "aten::unfold_copy", 3, lambda x: x[:, None, :2]),
+], ids=["slice", "unfold"])
+def test_a_step_of_int64_max_takes_one_window(fn, op, position, same_as):
+    """A step past the dim's size selects the first element (window) only, the shape the program planned (a step
+    of 4 or 3 on a dim of 4); the kernels clamp the step before ``end - start + step`` and ``stride * step``
+    could overflow."""
+    x = torch.randn(2, 4)
+    (got,) = _load(_with_op_arguments(Op(fn), x, op, [(position, None, (1 << 63) - 1)])).execute([x])
+    torch.testing.assert_close(got, same_as(x), rtol=0, atol=0)

@@ -112,9 +112,15 @@ void convolution_generic(KernelRuntimeContext& ctx, const char* name, const Tens
       (transposed && !spatial_param(ctx, name, outpad_l, ns, 0, "output_padding", op)))
     return;
   const int64_t N = in.size(0), C = in.size(1);
+  // groups is checked against the channels before it multiplies a weight dim (a program's Int is any int64)
+  if (groups <= 0 || groups > std::max<int64_t>(C, 1) || C % groups != 0) {
+    fail(ctx, Error::InvalidArgument, "%s: groups %lld must be positive and divide the input channels %lld", name,
+         (long long)groups, (long long)C);
+    return;
+  }
   const int64_t OC = transposed ? w.size(1) * groups : w.size(0);
   const int64_t wic = transposed ? w.size(0) : w.size(1) * groups;  // input channels the weight expects
-  if (groups <= 0 || C % groups != 0 || OC % groups != 0 || wic != C) {
+  if (OC % groups != 0 || wic != C) {
     fail(ctx, Error::InvalidArgument, "%s: input channels %lld, weight shape and groups %lld disagree", name,
          (long long)C, (long long)groups);
     return;

@@ -51,9 +51,9 @@ double apply(Bin op, double a, double b) {
     case Bin::Remainder: return python_mod(a, b);
     case Bin::Fmod: return std::fmod(a, b);
     case Bin::Atan2: return std::atan2(a, b);
-    case Bin::BitAnd: return double(int64_t(a) & int64_t(b));
-    case Bin::BitOr: return double(int64_t(a) | int64_t(b));
-    case Bin::BitXor: return double(int64_t(a) ^ int64_t(b));
+    case Bin::BitAnd: return double(double_to_int64(a) & double_to_int64(b));  // (a float `out`: 2^63 is a double)
+    case Bin::BitOr: return double(double_to_int64(a) | double_to_int64(b));
+    case Bin::BitXor: return double(double_to_int64(a) ^ double_to_int64(b));
   }
   return 0;
 }
@@ -383,9 +383,9 @@ void unary(KernelRuntimeContext& ctx, const char* name, const Tensor* a, Tensor*
 }
 
 double d_neg(double x) { return -x; }
-int64_t i_neg(int64_t x) { return -x; }
+int64_t i_neg(int64_t x) { return wrap_sub(0, x); }  // -INT64_MIN wraps to itself, as in torch
 double d_abs(double x) { return std::fabs(x); }
-int64_t i_abs(int64_t x) { return x < 0 ? -x : x; }
+int64_t i_abs(int64_t x) { return x < 0 ? wrap_sub(0, x) : x; }
 double d_exp(double x) { return std::exp(x); }
 double d_expm1(double x) { return std::expm1(x); }
 double d_log(double x) { return std::log(x); }

@@ -68,6 +68,15 @@ bool tensor_list_arg(KernelRuntimeContext& ctx, const char* name, Span<EValue*> 
 /// InvalidArgument naming the entry: the values come from the program, so they are untrusted.
 bool shape_list(KernelRuntimeContext& ctx, const char* op, Span<const int64_t> list, const char* name,
                 SizesType* sizes, bool allow_minus_one = false);
+/// Fails with InvalidArgument unless lo <= v <= hi ("op: 'name' is v; it must be in [lo, hi]"). An Int argument
+/// can hold any int64 in a crafted program: check its range before it is multiplied, added or negated.
+bool int_in_range(KernelRuntimeContext& ctx, const char* op, int64_t v, int64_t lo, int64_t hi, const char* name);
+/// The largest kernel size, stride, dilation or padding a window op (convolution, pooling, im2col/col2im,
+/// unfold) takes: with every window value in [0, 2^20] and sizes below 2^31, its geometry stays far from
+/// int64 overflow.
+constexpr int64_t kMaxWindow = int64_t(1) << 20;
+/// Sizes and size-like arguments (a split size, a repeat count, a padding that grows a dim) stay below 2^31.
+constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;
 bool bool_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, bool* out);
 /// String or None (nullptr, size 0).
 bool string_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,

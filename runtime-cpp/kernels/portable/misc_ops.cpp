@@ -146,6 +146,7 @@ ETKIT_KERNEL(pdist_forward_out, Tensor* self, double p, Tensor* out) {
     return;
   }
   const int64_t n = self->size(0), m = self->size(1);
+  if (!int_in_range(ctx, name, n * (n - 1) / 2, 0, kMaxSize, "number of row pairs")) return;
   const SizesType s[1] = {static_cast<SizesType>(n * (n - 1) / 2)};
   if (!resize_out(ctx, name, *out, s, 1)) return;
   size_t k = 0;
@@ -164,12 +165,20 @@ ETKIT_KERNEL(col2im_out, Tensor* self, Span<const int64_t> osz, Span<const int64
     fail(ctx, Error::InvalidArgument, "%s: expects a contiguous 2-D or 3-D input and 2-value size lists", name);
     return;
   }
+  for (size_t d = 0; d < 2; ++d) {
+    if (!int_in_range(ctx, name, osz[d], 0, kMaxSize, "output_size") ||
+        !int_in_range(ctx, name, k[d], 1, kMaxWindow, "kernel_size") ||
+        !int_in_range(ctx, name, dil[d], 1, kMaxWindow, "dilation") ||
+        !int_in_range(ctx, name, pad[d], 0, kMaxWindow, "padding") ||
+        !int_in_range(ctx, name, st[d], 1, kMaxWindow, "stride"))
+      return;
+  }
   const bool batched = self->dim() == 3;
   const int64_t N = batched ? self->size(0) : 1, CK = self->size(batched ? 1 : 0), L = self->size(batched ? 2 : 1);
   const int64_t H = osz[0], W = osz[1], kk = k[0] * k[1];
   const int64_t bh = (H + 2 * pad[0] - dil[0] * (k[0] - 1) - 1) / st[0] + 1;
   const int64_t bw = (W + 2 * pad[1] - dil[1] * (k[1] - 1) - 1) / st[1] + 1;
-  if (kk <= 0 || CK % kk != 0 || bh * bw != L) {
+  if (bh <= 0 || bw <= 0 || CK % kk != 0 || bh * bw != L) {
     fail(ctx, Error::InvalidArgument, "%s: input of %lld columns x %lld blocks does not match the kernel and output size",
          name, (long long)CK, (long long)L);
     return;
@@ -212,10 +221,12 @@ double grid_source(double coord, int64_t size, int64_t padding_mode, bool align_
     double t = std::fabs(x - lo);
     const double flips = std::floor(t / span);
     const double extra = std::fmod(t, span);
-    x = (static_cast<int64_t>(flips) % 2 == 0) ? lo + extra : hi - extra;
+    x = std::fmod(flips, 2.0) == 0 ? lo + extra : hi - extra;
     x = std::min(std::max(x, 0.0), double(size - 1));
   }
-  return x;
+  // A coordinate far outside (or NaN, from a crafted grid) samples only zero padding, as at -2: clamping it
+  // keeps the integer conversion below defined without changing any result.
+  return x >= -2.0 && x <= double(size) + 1.0 ? x : (x > 0 ? double(size) + 1.0 : -2.0);
 }
 }  // namespace
 
@@ -314,11 +325,9 @@ ETKIT_KERNEL_FROM(randn_out, random_fill<true>)
 
 // randperm.out(SymInt n, *, Tensor(a!) out): a random permutation of 0..n-1 (Fisher-Yates).
 ETKIT_KERNEL(randperm_out, int64_t n, Tensor* out) {
+  if (!int_in_range(ctx, name, n, 0, kMaxSize, "n")) return;
   const SizesType s[1] = {static_cast<SizesType>(n)};
-  if (n < 0 || !resize_out(ctx, name, *out, s, 1)) {
-    if (n < 0) fail(ctx, Error::InvalidArgument, "%s: n must be non-negative, got %lld", name, (long long)n);
-    return;
-  }
+  if (!resize_out(ctx, name, *out, s, 1)) return;
   for (int64_t i = 0; i < n; ++i) store_int(out->mutable_data_ptr(), out->scalar_type(), i, i);
   for (int64_t i = n - 1; i > 0; --i) {
     std::uniform_int_distribution<int64_t> pick(0, i);

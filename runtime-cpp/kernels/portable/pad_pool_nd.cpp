@@ -4,6 +4,7 @@
 // Output sizes and window rules follow PyTorch (ceil_mode drops a window that would start in the
 // right padding; avg divides by divisor_override, else by the window including padding when
 // count_include_pad, else by the valid elements).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -30,6 +31,11 @@ void pad_nd(KernelRuntimeContext& ctx, const char* name, Tensor* self, Span<cons
   for (size_t k = 0; k < n; ++k) {
     const size_t d = self->dim() - 1 - k;
     const int64_t l = pad[2 * k], r = pad[2 * k + 1], size = self->size(d);
+    // negative padding crops (replication); bounded first so size + l + r cannot overflow
+    if (!int_in_range(ctx, name, l, -kMaxSize, kMaxSize, "padding") ||
+        !int_in_range(ctx, name, r, -kMaxSize, kMaxSize, "padding") ||
+        !int_in_range(ctx, name, size + l + r, 0, kMaxSize, "padded size"))
+      return;
     if (mode == PadMode::Reflect && (l >= size || r >= size || l < 0 || r < 0)) {
       fail(ctx, Error::InvalidArgument, "%s: padding (%lld, %lld) must be smaller than the input size %lld in dim %zu",
            name, (long long)l, (long long)r, (long long)size, d);
@@ -72,13 +78,17 @@ struct PoolGeometry {
   int64_t in[3], out[3], k[3], s[3], p[3], dil[3];
 };
 
-/// Reads int[n] lists that may hold one value (broadcast) or be empty (stride = kernel).
+/// Reads int[n] window lists that may hold one value (broadcast) or be empty (stride = kernel); each value in
+/// [lo, kMaxWindow] (lo: 1 for kernel, stride, dilation; 0 for padding).
 bool int_list_n(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> v, const char* arg, size_t n,
-                const int64_t* fallback, int64_t def, int64_t* out) {
+                const int64_t* fallback, int64_t def, int64_t lo, int64_t* out) {
   if (v.size() != 0 && v.size() != 1 && v.size() != n) {
     return fail(ctx, Error::InvalidArgument, "%s: %s must have 1 or %zu values, has %zu", name, arg, n, v.size());
   }
-  for (size_t d = 0; d < n; ++d) out[d] = v.size() == 0 ? (fallback ? fallback[d] : def) : v[v.size() == 1 ? 0 : d];
+  for (size_t d = 0; d < n; ++d) {
+    out[d] = v.size() == 0 ? (fallback ? fallback[d] : def) : v[v.size() == 1 ? 0 : d];
+    if (!int_in_range(ctx, name, out[d], lo, kMaxWindow, arg)) return false;
+  }
   return true;
 }
 
@@ -130,7 +140,12 @@ bool pool_setup(KernelRuntimeContext& ctx, const char* name, const Tensor& self,
   g.n = n;
   *planes = 1;
   for (size_t d = 0; d + n < self.dim(); ++d) *planes *= static_cast<size_t>(self.size(d));
-  for (size_t d = 0; d < n; ++d) g.in[d] = self.size(self.dim() - n + d);
+  for (size_t d = 0; d < n; ++d) {
+    g.in[d] = self.size(self.dim() - n + d);
+    if (g.in[d] == 0) {  // as torch: every window then holds at least one input element
+      return fail(ctx, Error::InvalidArgument, "%s: spatial dim %zu of the input is empty", name, d);
+    }
+  }
   return true;
 }
 
@@ -152,9 +167,9 @@ void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, size_t n, Tensor* 
   PoolGeometry g;
   size_t planes;
   if (!check_dtype(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
-      !int_list_n(ctx, name, kernel_size, "kernel_size", n, nullptr, 1, g.k) ||
-      !int_list_n(ctx, name, stride, "stride", n, g.k, 1, g.s) ||
-      !int_list_n(ctx, name, padding, "padding", n, nullptr, 0, g.p))
+      !int_list_n(ctx, name, kernel_size, "kernel_size", n, nullptr, 1, 1, g.k) ||
+      !int_list_n(ctx, name, stride, "stride", n, g.k, 1, 1, g.s) ||
+      !int_list_n(ctx, name, padding, "padding", n, nullptr, 0, 0, g.p))
     return;
   const int64_t divisor = divisor_override.has_value ? divisor_override.value : 0;
   if (divisor_override.has_value && divisor == 0) {
@@ -193,9 +208,13 @@ void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, size_t n, Tensor* 
         if (d == static_cast<size_t>(-1)) break;
       }
     }
-    const int64_t div = divisor != 0 ? divisor : include_pad ? window : valid;
-    if (is_floating(out->scalar_type())) store_double(out->mutable_data_ptr(), out->scalar_type(), flat, sum / double(div));
-    else store_int(out->mutable_data_ptr(), out->scalar_type(), flat, static_cast<int64_t>(sum) / div);
+    const int64_t div = divisor != 0 ? divisor : include_pad ? window : valid;  // valid >= 1: inputs are non-empty
+    if (is_floating(out->scalar_type())) {
+      store_double(out->mutable_data_ptr(), out->scalar_type(), flat, sum / double(div));
+    } else {  // INT64_MIN / -1 traps on x86: dividing by -1 is a (wrapping) negation
+      const int64_t q = double_to_int64(sum);
+      store_int(out->mutable_data_ptr(), out->scalar_type(), flat, div == -1 ? wrap_sub(0, q) : q / div);
+    }
   });
 }
 
@@ -210,7 +229,10 @@ void adaptive_avg_pool_nd(KernelRuntimeContext& ctx, const char* name, Tensor* s
     fail(ctx, Error::InvalidArgument, "%s: output_size must have %zu values, has %zu", name, n, size.size());
     return;
   }
-  for (size_t d = 0; d < n; ++d) g.out[d] = size[d];
+  for (size_t d = 0; d < n; ++d) {
+    if (!int_in_range(ctx, name, size[d], 0, kMaxSize, "output_size")) return;
+    g.out[d] = size[d];
+  }
   if (!resize_pool_out(ctx, name, *self, g, *out)) return;
   size_t in_spatial = 1;
   for (size_t d = 0; d < n; ++d) in_spatial *= static_cast<size_t>(g.in[d]);
@@ -278,10 +300,10 @@ ETKIT_KERNEL(max_pool3d_with_indices_out, Tensor* self, Span<const int64_t> kern
   PoolGeometry g;
   size_t planes;
   if (!pool_setup(ctx, name, *self, 3, g, &planes) ||
-      !int_list_n(ctx, name, kernel_size, "kernel_size", 3, nullptr, 1, g.k) ||
-      !int_list_n(ctx, name, stride, "stride", 3, g.k, 1, g.s) ||
-      !int_list_n(ctx, name, padding, "padding", 3, nullptr, 0, g.p) ||
-      !int_list_n(ctx, name, dilation, "dilation", 3, nullptr, 1, g.dil))
+      !int_list_n(ctx, name, kernel_size, "kernel_size", 3, nullptr, 1, 1, g.k) ||
+      !int_list_n(ctx, name, stride, "stride", 3, g.k, 1, 1, g.s) ||
+      !int_list_n(ctx, name, padding, "padding", 3, nullptr, 0, 0, g.p) ||
+      !int_list_n(ctx, name, dilation, "dilation", 3, nullptr, 1, 1, g.dil))
     return;
   if (!pool_output_sizes(ctx, name, g, ceil_mode) || !resize_pool_out(ctx, name, *self, g, *out) ||
       !resize_pool_out(ctx, name, *self, g, *indices))
@@ -291,15 +313,19 @@ ETKIT_KERNEL(max_pool3d_with_indices_out, Tensor* self, Span<const int64_t> kern
   for_each_pool_output(g, planes, [&](size_t pl, const int64_t* o, size_t flat) {
     double best = -std::numeric_limits<double>::infinity();
     int64_t best_i = -1;
-    for (int64_t a = 0; a < g.k[0]; ++a) {
+    // taps [t0, t1) of each dim land inside the input (a window of 2^20 taps mostly in padding is not walked)
+    int64_t t0[3], t1[3];
+    for (size_t d = 0; d < 3; ++d) {
+      const int64_t start = o[d] * g.s[d] - g.p[d];
+      t0[d] = start >= 0 ? 0 : (-start + g.dil[d] - 1) / g.dil[d];
+      t1[d] = start > g.in[d] - 1 ? 0 : std::min(g.k[d], (g.in[d] - 1 - start) / g.dil[d] + 1);
+    }
+    for (int64_t a = t0[0]; a < t1[0]; ++a) {
       const int64_t z = o[0] * g.s[0] - g.p[0] + a * g.dil[0];
-      if (z < 0 || z >= g.in[0]) continue;
-      for (int64_t b = 0; b < g.k[1]; ++b) {
+      for (int64_t b = t0[1]; b < t1[1]; ++b) {
         const int64_t y = o[1] * g.s[1] - g.p[1] + b * g.dil[1];
-        if (y < 0 || y >= g.in[1]) continue;
-        for (int64_t c = 0; c < g.k[2]; ++c) {
+        for (int64_t c = t0[2]; c < t1[2]; ++c) {
           const int64_t x = o[2] * g.s[2] - g.p[2] + c * g.dil[2];
-          if (x < 0 || x >= g.in[2]) continue;
           const int64_t i = (z * g.in[1] + y) * g.in[2] + x;
           const double v = load_double(self->const_data_ptr(), self->scalar_type(), pl * in_spatial + i);
           if (best_i < 0 || v > best || std::isnan(v)) {
@@ -312,7 +338,7 @@ ETKIT_KERNEL(max_pool3d_with_indices_out, Tensor* self, Span<const int64_t> kern
       }
     }
     if (floating) store_double(out->mutable_data_ptr(), out->scalar_type(), flat, best);
-    else store_int(out->mutable_data_ptr(), out->scalar_type(), flat, static_cast<int64_t>(best));
+    else store_int(out->mutable_data_ptr(), out->scalar_type(), flat, double_to_int64(best));  // -inf: every tap in padding
     store_int(indices->mutable_data_ptr(), indices->scalar_type(), flat, best_i);
   });
 }

@@ -50,14 +50,19 @@ void binary(KernelRuntimeContext& ctx, const char* name, EValue* a_arg, EValue* 
     fail(ctx, Error::InvalidArgument, "%s: division by zero", name);
     return;
   }
-  if (ints) {
+  if (ints) {  // SymInt arithmetic wraps (two's complement) rather than overflow; INT64_MIN / -1 traps on x86
     int64_t r = 0;
     switch (op) {
-      case Prim::Add: r = a + b; break;
-      case Prim::Sub: r = a - b; break;
-      case Prim::Mul: r = a * b; break;
-      case Prim::FloorDiv: r = a / b - ((a % b != 0) && ((a < 0) != (b < 0))); break;
-      case Prim::Mod: r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; break;
+      case Prim::Add: r = wrap_add(a, b); break;
+      case Prim::Sub: r = wrap_sub(a, b); break;
+      case Prim::Mul: r = wrap_mul(a, b); break;
+      case Prim::FloorDiv:
+        r = b == -1 ? wrap_sub(0, a) : a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+        break;
+      case Prim::Mod:
+        r = b == -1 ? 0 : a % b;
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+        break;
       case Prim::Max: r = a > b ? a : b; break;
       case Prim::Min: r = a < b ? a : b; break;
       default: break;
@@ -102,7 +107,7 @@ ETKIT_KERNEL(prim_neg_scalar, EValue* a_arg, EValue* out) {
   bool is_int = false;
   int64_t a = 0;
   double x = 0;
-  if (number(ctx, name, *a_arg, "a", &is_int, &a, &x)) *out = is_int ? EValue(-a) : EValue(-x);
+  if (number(ctx, name, *a_arg, "a", &is_int, &a, &x)) *out = is_int ? EValue(wrap_sub(0, a)) : EValue(-x);
 }
 
 // aten::_local_scalar_dense(Tensor self) -> Scalar: the value of a one-element tensor (Tensor.item()),

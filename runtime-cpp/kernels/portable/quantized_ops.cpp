@@ -15,6 +15,11 @@ namespace etkit::portable {
 namespace {
 
 bool check_qrange(KernelRuntimeContext& ctx, const char* name, int64_t qmin, int64_t qmax) {
+  // the widest quantized dtype here is 32-bit: a wider range is a crafted program (and would overflow qmax - qmin)
+  const int64_t limit = int64_t(1) << 32;
+  if (!int_in_range(ctx, name, qmin, -limit, limit, "quant_min") ||
+      !int_in_range(ctx, name, qmax, -limit, limit, "quant_max"))
+    return false;
   if (qmin > qmax) return fail(ctx, Error::InvalidArgument, "%s: quant_min %lld > quant_max %lld", name,
                                (long long)qmin, (long long)qmax);
   return true;
@@ -33,6 +38,7 @@ bool check_quantized_dtype(KernelRuntimeContext& ctx, const char* name, const Te
 /// Element i of `t` as float (its dtype converted as torch's .to(float32) does).
 inline float as_float(const Tensor& t, size_t i) { return static_cast<float>(load_double(t.const_data_ptr(), t.scalar_type(), i)); }
 
+/// v clamped to [lo, hi]; NaN passes through (double_to_int64 then maps it to INT64_MIN, as x86 does).
 double clampd(double v, int64_t lo, int64_t hi) { return v < lo ? double(lo) : v > hi ? double(hi) : v; }
 
 /// Per-tensor quantize with float32 arithmetic (inv_scale rounded to float32, like a Python scalar).
@@ -43,7 +49,7 @@ void quantize_tensor_impl(KernelRuntimeContext& ctx, const char* name, const Ten
   const float zpf = static_cast<float>(zp);
   for (size_t i = 0; i < in.numel(); ++i, next_index(idx, in.sizes().data(), in.dim())) {
     const float v = std::nearbyint(as_float(in, offset_of(in, idx)) * inv_scale) + zpf;
-    store_int(out.mutable_data_ptr(), out.scalar_type(), offset_of(out, idx), static_cast<int64_t>(clampd(v, qmin, qmax)));
+    store_int(out.mutable_data_ptr(), out.scalar_type(), offset_of(out, idx), double_to_int64(clampd(v, qmin, qmax)));
   }
 }
 
@@ -142,7 +148,7 @@ ETKIT_KERNEL(q_quantize_per_channel_out, Tensor* in, Tensor* scales, Tensor* zps
       const float inv = 1.0f / as_float(*scales, c);
       v = std::nearbyint(as_float(*in, io) * inv) + static_cast<float>(zp);
     }
-    store_int(out->mutable_data_ptr(), out->scalar_type(), oo, static_cast<int64_t>(clampd(v, qmin, qmax)));
+    store_int(out->mutable_data_ptr(), out->scalar_type(), oo, double_to_int64(clampd(v, qmin, qmax)));
   });
 }
 
@@ -158,8 +164,8 @@ ETKIT_KERNEL(q_dequantize_per_channel_out, Tensor* in, Tensor* scales, Tensor* z
   for_each_along(*in, *out, axis, [&](size_t c, size_t io, size_t oo) {
     const int64_t q = load_int(in->const_data_ptr(), in->scalar_type(), io);
     const int64_t zp = zps ? load_int(zps->const_data_ptr(), zps->scalar_type(), c) : 0;
-    const double v = dbl ? double(q - zp) * load_double(scales->const_data_ptr(), ScalarType::Double, c)
-                         : double(static_cast<float>(q - zp) * as_float(*scales, c));
+    const double v = dbl ? double(wrap_sub(q, zp)) * load_double(scales->const_data_ptr(), ScalarType::Double, c)
+                         : double(static_cast<float>(wrap_sub(q, zp)) * as_float(*scales, c));
     store_double(out->mutable_data_ptr(), out->scalar_type(), oo, v);
   });
 }
@@ -197,7 +203,7 @@ ETKIT_KERNEL(q_quantize_per_token_out, Tensor* in, Tensor* scales, Tensor* zps, 
       const size_t i = t * last + j;
       double v = dbl ? std::nearbyint(load_double(in->const_data_ptr(), in->scalar_type(), i) * inv_d + zp)
                      : std::nearbyint(as_float(*in, i) * inv_f + static_cast<float>(zp));
-      store_int(out->mutable_data_ptr(), out->scalar_type(), i, static_cast<int64_t>(clampd(v, qmin, qmax)));
+      store_int(out->mutable_data_ptr(), out->scalar_type(), i, double_to_int64(clampd(v, qmin, qmax)));
     }
   }
 }
@@ -216,7 +222,7 @@ ETKIT_KERNEL(q_dequantize_per_token_out, Tensor* in, Tensor* scales, Tensor* zps
     const int64_t zp = load_int(zps->const_data_ptr(), zps->scalar_type(), t);
     for (size_t j = 0; j < last; ++j) {
       const size_t i = t * last + j;
-      const int64_t q = load_int(in->const_data_ptr(), in->scalar_type(), i) - zp;
+      const int64_t q = wrap_sub(load_int(in->const_data_ptr(), in->scalar_type(), i), zp);
       const double v = dbl ? double(q) * load_double(scales->const_data_ptr(), ScalarType::Double, t)
                            : double(static_cast<float>(q) * as_float(*scales, t));
       store_double(out->mutable_data_ptr(), out->scalar_type(), i, v);
@@ -243,7 +249,7 @@ ETKIT_KERNEL(q_choose_qparams_tensor_out, Tensor* in, int64_t qmin, int64_t qmax
   }
   float s = (hi - lo) / static_cast<float>(qmax - qmin);
   s = std::max(s, static_cast<float>(eps));
-  const int64_t z = qmin - static_cast<int64_t>(std::nearbyint(lo / s));
+  const int64_t z = wrap_sub(qmin, double_to_int64(std::nearbyint(lo / s)));  // s = 0 (eps <= 0): NaN
   store_double(scale->mutable_data_ptr(), scale->scalar_type(), 0, s);
   store_int(zp->mutable_data_ptr(), zp->scalar_type(), 0, std::min(std::max(z, qmin), qmax));
 }
@@ -278,7 +284,7 @@ ETKIT_KERNEL(q_choose_qparams_per_token_asymmetric_out, Tensor* in, Tensor* scal
     float z = (qmin + dmin) + (qmax + dmax) > 0 ? qmin - dmin : qmax - dmax;
     z = std::nearbyint(std::min(std::max(z, qmin), qmax));
     store_double(scale->mutable_data_ptr(), scale->scalar_type(), r, s);
-    store_int(zp->mutable_data_ptr(), zp->scalar_type(), r, static_cast<int64_t>(z));
+    store_int(zp->mutable_data_ptr(), zp->scalar_type(), r, double_to_int64(z));  // NaN input: defined
   }
 }
 

@@ -137,7 +137,7 @@ void reduce_op(KernelRuntimeContext& ctx, const char* name, Red kind, const Tens
         } else if (kind == Red::Mean) {
           store_double(out.mutable_data_ptr(), ot, o, count == 0 ? NAN : acc / double(count));
         } else if ((kind == Red::Max || kind == Red::Min) && !is_floating(ot)) {
-          store_int(out.mutable_data_ptr(), ot, o, static_cast<int64_t>(acc));
+          store_int(out.mutable_data_ptr(), ot, o, double_to_int64(acc));  // +-inf of an empty reduction: defined
         } else {
           store_double(out.mutable_data_ptr(), ot, o, acc);
         }

@@ -117,7 +117,7 @@ void scatter_impl(KernelRuntimeContext& ctx, const char* name, Tensor* self, int
           case Reduce::Amin: r = (std::isnan(v) || v < cur) ? v : cur; break;
           default: break;
         }
-        if (!is_floating(t) && t != ScalarType::Bool) store_int(o, t, oo, static_cast<int64_t>(r));
+        if (!is_floating(t) && t != ScalarType::Bool) store_int(o, t, oo, double_to_int64(r));
         else store_double(o, t, oo, r);
         if (counts) ++counts[oo];
       }
@@ -129,7 +129,7 @@ void scatter_impl(KernelRuntimeContext& ctx, const char* name, Tensor* self, int
       if (counts[i] <= 1) continue;
       const double mean = load_double(o, t, i) / counts[i];
       if (is_floating(t)) store_double(o, t, i, mean);
-      else store_int(o, t, i, static_cast<int64_t>(std::floor(mean)));  // torch floors integer means
+      else store_int(o, t, i, double_to_int64(std::floor(mean)));  // torch floors integer means
     }
   }
 }
@@ -212,6 +212,7 @@ ETKIT_KERNEL(slice_scatter_out, Tensor* self, Tensor* src, int64_t dim_arg, Opti
     fail(ctx, Error::InvalidArgument, "%s: step must be positive, got %lld", name, (long long)step);
     return;
   }
+  step = std::min(step, std::max<int64_t>(n, 1));  // same positions; keeps end - start + step small
   if (start < 0) start += n;
   if (end < 0) end += n;
   start = std::min(std::max<int64_t>(start, 0), n);

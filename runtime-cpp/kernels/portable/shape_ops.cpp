@@ -6,6 +6,7 @@
 // Most view ops are written as "describe a strided view of self, then copy it to out": the view is a
 // (sizes, strides, offset) triple over self's storage, copied element by element in logical order.
 // Pure data movement copies bytes, so it works for every dtype.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -133,7 +134,12 @@ ETKIT_KERNEL(slice_copy_tensor_out, Tensor* a, int64_t dim, OptionalInt start_ar
     fail(ctx, Error::InvalidArgument, "%s: step must be positive, got %lld", name, (long long)step);
     return;
   }
+  if (a->dim() == 0) {
+    fail(ctx, Error::InvalidArgument, "%s: cannot slice a 0-D tensor", name);
+    return;
+  }
   const int64_t n = a->size(d);
+  step = std::min(step, std::max<int64_t>(n, 1));  // same result; keeps end - start + step and stride * step small
   int64_t start = start_arg.has_value ? start_arg.value : 0;
   int64_t end = end_arg.has_value ? end_arg.value : n;
   if (start < 0) start += n;
@@ -163,6 +169,7 @@ ETKIT_KERNEL(unfold_copy_out, Tensor* a, int64_t dim, int64_t size, int64_t step
          d, (long long)n);
     return;
   }
+  step = std::min(step, std::max<int64_t>(n, 1));  // same windows; keeps stride * step small
   if (a->dim() + 1 > kMaxDim) {
     fail(ctx, Error::InvalidArgument, "%s: the result would have %zu dims, more than %zu", name, a->dim() + 1,
          kMaxDim);
@@ -214,6 +221,10 @@ ETKIT_KERNEL(select_copy_int_out, Tensor* a, int64_t dim, int64_t index, Tensor*
 ETKIT_KERNEL(unsqueeze_copy_out, Tensor* a, int64_t dim, Tensor* out) {
   size_t d;
   if (!normalize_dim(ctx, name, dim, a->dim() + 1, &d)) return;
+  if (a->dim() + 1 > kMaxDim) {
+    fail(ctx, Error::InvalidArgument, "%s: the result would have %zu dims, more than %zu", name, a->dim() + 1, kMaxDim);
+    return;
+  }
   SizesType s[kMaxDim];
   for (size_t i = 0, j = 0; i < a->dim() + 1; ++i) s[i] = i == d ? 1 : a->size(j++);
   copy_same_order(ctx, name, *a, *out, s, a->dim() + 1);
@@ -516,11 +527,26 @@ ETKIT_KERNEL(gather_out, Tensor* a, int64_t dim, Tensor* index, Tensor* out) {
   size_t d;
   // an empty index of any dtype selects nothing (torch does not check its dtype either)
   if ((index->numel() != 0 && !check_index_dtype(ctx, name, *index, "index")) ||
-      !normalize_dim(ctx, name, dim, a->dim(), &d) || !resize_out(ctx, name, *out, index->sizes().data(), index->dim()))
+      !normalize_dim(ctx, name, dim, a->dim(), &d))
     return;
+  // as torch: index has self's rank (0-D and 1-D count alike) and is no larger than self outside dim
+  const bool ranks_match = index->dim() == a->dim() || (index->dim() <= 1 && a->dim() <= 1);
+  for (size_t k = 0; ranks_match && k < index->dim() && index->dim() == a->dim(); ++k) {
+    if (k != d && index->size(k) > a->size(k)) {
+      fail(ctx, Error::InvalidArgument, "%s: index size %d exceeds self size %d in dim %zu", name,
+           int(index->size(k)), int(a->size(k)), k);
+      return;
+    }
+  }
+  if (!ranks_match && index->numel() != 0) {
+    fail(ctx, Error::InvalidArgument, "%s: index has rank %zu, self has rank %zu; they must match", name,
+         index->dim(), a->dim());
+    return;
+  }
+  if (!resize_out(ctx, name, *out, index->sizes().data(), index->dim())) return;
   int64_t idx[kMaxDim] = {0};
   for (size_t i = 0; i < out->numel(); ++i) {
-    int64_t sidx[kMaxDim];
+    int64_t sidx[kMaxDim] = {0};
     for (size_t k = 0; k < index->dim(); ++k) sidx[k] = idx[k];
     int64_t j;
     if (!wrap_index(ctx, name, load_int(index->const_data_ptr(), index->scalar_type(), offset_of(*index, idx)),
@@ -580,7 +606,7 @@ ETKIT_KERNEL(cat_out, Span<Tensor* const> tensors, int64_t dim, Tensor* out) {
   if (!normalize_dim(ctx, name, dim, ref->dim(), &d)) return;
   SizesType s[kMaxDim];
   for (size_t k = 0; k < ref->dim(); ++k) s[k] = ref->size(k);
-  s[d] = 0;
+  int64_t cat_size = 0;  // summed in int64: int32 sizes can overflow
   for (Tensor* t : tensors) {
     if (t->dim() == 1 && t->numel() == 0) continue;
     if (t->dim() != ref->dim()) {
@@ -593,8 +619,10 @@ ETKIT_KERNEL(cat_out, Span<Tensor* const> tensors, int64_t dim, Tensor* out) {
         return;
       }
     }
-    s[d] += t->size(d);
+    cat_size += t->size(d);
+    if (!int_in_range(ctx, name, cat_size, 0, kMaxSize, "concatenated size")) return;
   }
+  s[d] = static_cast<SizesType>(cat_size);
   if (!resize_out(ctx, name, *out, s, ref->dim())) return;
   concat_into(tensors, d, *out, true);
 }
@@ -608,6 +636,11 @@ ETKIT_KERNEL(stack_out, Span<Tensor* const> tensors, int64_t dim, Tensor* out) {
   const Tensor& ref = *tensors[0];
   size_t d;
   if (!normalize_dim(ctx, name, dim, ref.dim() + 1, &d)) return;
+  if (ref.dim() + 1 > kMaxDim || tensors.size() > size_t(kMaxSize)) {
+    fail(ctx, Error::InvalidArgument, "%s: the result would have %zu dims (at most %zu) and %zu tensors", name,
+         ref.dim() + 1, kMaxDim, tensors.size());
+    return;
+  }
   SizesType s[kMaxDim];
   for (size_t k = 0, j = 0; k < ref.dim() + 1; ++k) s[k] = k == d ? SizesType(tensors.size()) : ref.size(j++);
   if (!resize_out(ctx, name, *out, s, ref.dim() + 1)) return;
@@ -658,7 +691,10 @@ ETKIT_KERNEL(split_with_sizes_copy_out, Tensor* a, Span<const int64_t> sizes, in
     return;
   }
   int64_t total = 0;
-  for (int64_t s : sizes) total += s;
+  for (int64_t s : sizes) {  // each in [0, size]: the sum then cannot overflow, nor a chunk run backwards
+    if (!int_in_range(ctx, name, s, 0, a->size(d), "split_sizes entry")) return;
+    total += s;
+  }
   if (total != a->size(d)) {
     fail(ctx, Error::InvalidArgument, "%s: split sizes add up to %lld, dim %zu has %d", name, (long long)total, d,
          a->size(d));
@@ -717,6 +753,11 @@ ETKIT_KERNEL(constant_pad_nd_out, Tensor* a, Span<const int64_t> pad, double val
   for (size_t d = 0; d < a->dim(); ++d) s[d] = a->size(d);
   for (size_t k = 0; k < pad.size() / 2; ++k) {
     size_t d = a->dim() - 1 - k;
+    // negative padding crops; bounded first so size + before + after cannot overflow
+    if (!int_in_range(ctx, name, pad[2 * k], -kMaxSize, kMaxSize, "pad") ||
+        !int_in_range(ctx, name, pad[2 * k + 1], -kMaxSize, kMaxSize, "pad") ||
+        !int_in_range(ctx, name, a->size(d) + pad[2 * k] + pad[2 * k + 1], 0, kMaxSize, "padded size"))
+      return;
     before[d] = pad[2 * k];
     s[d] = static_cast<SizesType>(a->size(d) + pad[2 * k] + pad[2 * k + 1]);
   }
@@ -745,6 +786,9 @@ ETKIT_KERNEL(repeat_out, Tensor* a, Span<const int64_t> reps, Tensor* out) {
   SizesType s[kMaxDim];
   for (size_t d = 0; d < reps.size(); ++d) {
     SizesType in = d < lead ? 1 : a->size(d - lead);
+    if (!int_in_range(ctx, name, reps[d], 0, kMaxSize, "repeats entry") ||
+        !int_in_range(ctx, name, int64_t(in) * reps[d], 0, kMaxSize, "repeated size"))
+      return;
     s[d] = static_cast<SizesType>(in * reps[d]);
   }
   if (!resize_out(ctx, name, *out, s, reps.size())) return;

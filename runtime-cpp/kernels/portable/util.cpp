@@ -107,6 +107,12 @@ bool shape_list(KernelRuntimeContext& ctx, const char* op, Span<const int64_t> l
   return true;
 }
 
+bool int_in_range(KernelRuntimeContext& ctx, const char* op, int64_t v, int64_t lo, int64_t hi, const char* name) {
+  if (v >= lo && v <= hi) return true;
+  return fail(ctx, Error::InvalidArgument, "%s: '%s' is %lld; it must be in [%lld, %lld]", op, name, (long long)v,
+              (long long)lo, (long long)hi);
+}
+
 bool bool_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, bool* out) {
   if (i >= args.size() || !(args[i]->is_bool() || args[i]->is_int())) {
     return fail(ctx, Error::InvalidArgument, "%s: argument '%s' (position %zu) must be a bool, got %s", op, name, i,

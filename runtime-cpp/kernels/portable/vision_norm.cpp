@@ -25,7 +25,11 @@ bool require_contiguous(KernelRuntimeContext& ctx, const char* name, const Tenso
 ETKIT_KERNEL(native_group_norm_out, Tensor* in, Tensor* w, Tensor* b, int64_t N, int64_t C, int64_t HxW, int64_t group,
              double eps, Tensor* out, Tensor* mean, Tensor* rstd) {
   if (!check_floating(ctx, name, *in, "input") || !require_contiguous(ctx, name, *in, "input")) return;
-  if (group <= 0 || C % group != 0 || int64_t(in->numel()) != N * C * HxW || (w && int64_t(w->numel()) < C) ||
+  // N, C, HxW and group are program Ints: bounded before their product is compared with the input
+  if (!int_in_range(ctx, name, N, 0, kMaxSize, "N") || !int_in_range(ctx, name, C, 0, kMaxSize, "C") ||
+      !int_in_range(ctx, name, HxW, 0, kMaxSize, "HxW") || !int_in_range(ctx, name, group, 1, kMaxSize, "group"))
+    return;
+  if ( C % group != 0 || int64_t(in->numel()) != N * C * HxW || (w && int64_t(w->numel()) < C) ||
       (b && int64_t(b->numel()) < C)) {
     fail(ctx, Error::InvalidArgument, "%s: N=%lld C=%lld HxW=%lld group=%lld do not match the input", name,
          (long long)N, (long long)C, (long long)HxW, (long long)group);
@@ -94,6 +98,10 @@ bool upsample_geometry(KernelRuntimeContext& ctx, const char* name, const Tensor
 bool upsample_setup(KernelRuntimeContext& ctx, const char* name, const Tensor& in, IntList output_size,
                     const EValue& scale_factors, Tensor& out, SizesType* os, double* scale) {
   if (in.dim() != 4) return fail(ctx, Error::InvalidArgument, "%s: input must be 4-D, got %zu-D", name, in.dim());
+  if (in.size(2) == 0 || in.size(3) == 0) {  // as torch: there is no source pixel to sample
+    return fail(ctx, Error::InvalidArgument, "%s: input spatial sizes must be greater than 0, got [%d, %d]", name,
+                int(in.size(2)), int(in.size(3)));
+  }
   if (!upsample_geometry(ctx, name, in, output_size, scale_factors, os, scale)) return false;
   SizesType s[4] = {in.size(0), in.size(1), os[0], os[1]};
   return resize_out(ctx, name, out, s, 4);
