@@ -170,6 +170,7 @@ class MethodState {
   Error resolve_operators();
   Error init_delegates(const NamedDataMap* named, EventTracer* event_tracer);
   Error parse_instructions();
+  Error check_call_overlap(size_t pc, Span<EValue*> args) const;
   Error execute();
 };
 
@@ -698,6 +699,7 @@ Error MethodState::parse_instructions() {
                            op_names[out.op_index]);
         }
         ETKIT_CHECK_OK(build_args(pc, k->args(), out.args));
+        ETKIT_CHECK_OK(check_call_overlap(pc, out.args));
         break;
       }
       case fb::InstructionArguments::DelegateCall: {
@@ -710,6 +712,7 @@ Error MethodState::parse_instructions() {
         out.kind = InstrKind::Delegate;
         out.delegate_index = static_cast<uint32_t>(d->delegate_index());
         ETKIT_CHECK_OK(build_args(pc, d->args(), out.args));
+        ETKIT_CHECK_OK(check_call_overlap(pc, out.args));
         break;
       }
       case fb::InstructionArguments::MoveCall: {
@@ -753,6 +756,58 @@ Error MethodState::parse_instructions() {
       default:
         return set_error(Error::InvalidProgram, "instruction %zu has an unknown type", pc);
     }
+  }
+  return Error::Ok;
+}
+
+/// The planned tensors one call reads and writes (tensor-list items included) occupy the same bytes or disjoint
+/// bytes. The memory plan is the file's to choose: a partial overlap would make a kernel read what it has just
+/// written, or memcpy between overlapping ranges (undefined behaviour). A plan from a memory planner never
+/// overlaps tensors live at the same instruction, and an exact alias (an in-place op's self and out) is allowed.
+/// Ranges are [data, data + capacity_nbytes), the bytes each tensor may ever use.
+Error MethodState::check_call_overlap(size_t pc, Span<EValue*> args) const {
+  const auto* buffer_sizes = plan->non_const_buffer_sizes();
+  auto planned = [&](const Tensor* t) {
+    if (t == nullptr || t->capacity_nbytes() == 0 || t->const_data_ptr() == nullptr) return false;
+    const auto* p = static_cast<const uint8_t*>(t->const_data_ptr());
+    for (size_t id = 1; id < planned_buffers.size(); ++id) {
+      const uint8_t* base = planned_buffers[id];
+      if (base != nullptr && p >= base &&
+          p < base + static_cast<uint64_t>(buffer_sizes->Get(static_cast<flatbuffers::uoffset_t>(id))))
+        return true;
+    }
+    return false;
+  };
+  // Every (argument, list item) pair: calls take a handful of tensors, cat and stack a few hundred at most.
+  auto tensors_of = [](const EValue* v, auto&& fn) {
+    if (v->is_tensor()) {
+      fn(&v->to_tensor());
+    } else if (v->is_tensor_list() || v->is_optional_tensor_list()) {
+      for (Tensor* t : v->is_tensor_list() ? v->to_tensor_list() : v->to_optional_tensor_list()) fn(t);
+    }
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    Error err = Error::Ok;
+    tensors_of(args[i], [&](const Tensor* a) {
+      if (err != Error::Ok || !planned(a)) return;
+      const auto* a0 = static_cast<const uint8_t*>(a->const_data_ptr());
+      const uint8_t* a1 = a0 + a->capacity_nbytes();
+      for (size_t j = i; j < args.size() && err == Error::Ok; ++j) {
+        tensors_of(args[j], [&](const Tensor* b) {
+          if (err != Error::Ok || b == a || !planned(b)) return;
+          const auto* b0 = static_cast<const uint8_t*>(b->const_data_ptr());
+          const uint8_t* b1 = b0 + b->capacity_nbytes();
+          const bool same = a0 == b0 && a1 == b1, disjoint = a1 <= b0 || b1 <= a0;
+          if (!same && !disjoint) {
+            err = set_error(Error::InvalidProgram,
+                            "instruction %zu: arguments %zu and %zu are planned tensors whose memory partly overlaps "
+                            "(%zu and %zu bytes, %td bytes apart); the memory plan is corrupted",
+                            pc, i, j, a->capacity_nbytes(), b->capacity_nbytes(), b0 - a0);
+          }
+        });
+      }
+    });
+    if (err != Error::Ok) return err;
   }
   return Error::Ok;
 }

@@ -358,3 +358,40 @@ def test_a_step_of_int64_max_takes_one_window(fn, op, position, same_as):
     x = torch.randn(2, 4)
     (got,) = _load(_with_op_arguments(Op(fn), x, op, [(position, None, (1 << 63) - 1)])).execute([x])
     torch.testing.assert_close(got, same_as(x), rtol=0, atol=0)
+
+
+def test_arguments_whose_planned_memory_partly_overlaps_are_refused_at_load():
+    """Fuzz regression index-put-overlapping-planned-args: a memory plan that overlaps two tensors of one call made
+    a kernel memcpy between overlapping ranges. Partial overlaps are refused; an exact alias (out planned on a's
+    bytes, as an in-place op) still runs."""
+    def out_at(offset):
+        def move(plan):
+            plan.values[3].val.allocationInfo.memoryOffsetLow = offset
+        return move
+
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    (out,) = _load(_plan(out_at(0))).execute([a.clone(), b])
+    torch.testing.assert_close(out, a + b, rtol=0, atol=0)
+    with pytest.raises(EtkitRuntimeError, match=r"InvalidProgram: instruction 0: arguments 0 and 3 are planned tensors "
+                                                r"whose memory partly overlaps \(24 and 24 bytes, 16 bytes apart\)"):
+        _load(_plan(out_at(16)))
+
+
+class ReshapeBatch(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(x.shape[0] * 5) * 2
+
+
+def test_a_scalar_result_cannot_change_a_values_type():
+    """sym_size's Int result written over a Tensor value (a crafted `out` index) would leave the tensor lists and
+    kernels that name that value reading an Int as a Tensor; the value keeps its type and the call fails."""
+    x = torch.randn(4, 5)
+    ep = torch.export.export(ReshapeBatch(), (torch.randn(3, 5),), dynamic_shapes=({0: torch.export.Dim("b", max=10)},))
+    contents = deserialize_pte(etkit.to_edge(ep).to_executorch().buffer)
+    (got,) = _load(serialize_pte(contents)).execute([x])
+    torch.testing.assert_close(got, ReshapeBatch()(x), rtol=0, atol=0)
+    plan = contents.program.executionPlan[0]
+    sym_size = plan.chains[0].instructions[0].instrArgs
+    sym_size.args = [*sym_size.args[:2], 4]        # its result into value 4, the view's output tensor
+    with pytest.raises(EtkitRuntimeError, match=r"aten::sym_size.int: its result is Int but its out value is Tensor"):
+        _load(serialize_pte(contents)).execute([x])

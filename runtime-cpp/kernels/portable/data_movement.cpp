@@ -72,8 +72,8 @@ bool copy_same_order(KernelRuntimeContext& ctx, const char* name, const Tensor& 
     return fail(ctx, Error::InvalidArgument, "%s: output has %zu elements but the input has %zu", name, out.numel(),
                 src.numel());
   }
-  if (src.is_contiguous_dim_order() && out.is_contiguous_dim_order()) {
-    std::memcpy(out.mutable_data_ptr(), src.const_data_ptr(), src.nbytes());
+  if (src.is_contiguous_dim_order() && out.is_contiguous_dim_order()) {  // memmove: out may be src (in place)
+    std::memmove(out.mutable_data_ptr(), src.const_data_ptr(), src.nbytes());
     return true;
   }
   copy_elements(src, out);

@@ -78,6 +78,10 @@ constexpr int64_t kMaxWindow = int64_t(1) << 20;
 /// Sizes and size-like arguments (a split size, a repeat count, a padding that grows a dim) stay below 2^31.
 constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;
 bool bool_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, bool* out);
+/// Writes a scalar result (Int, Double or Bool) into an op's `EValue out`. The value keeps the type it had at
+/// load, which list items and MoveCalls were checked against then: a result of another type, or an `out` that
+/// is a Tensor or a list in a crafted program, fails with InvalidArgument. A None `out` takes any scalar.
+bool set_scalar_out(KernelRuntimeContext& ctx, const char* op, EValue* out, const EValue& result);
 /// String or None (nullptr, size 0).
 bool string_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name,
                 const char** data, size_t* size);

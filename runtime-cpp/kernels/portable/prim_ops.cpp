@@ -36,14 +36,13 @@ void binary(KernelRuntimeContext& ctx, const char* name, EValue* a_arg, EValue* 
   double x = 0, y = 0;
   if (!number(ctx, name, *a_arg, "a", &ai, &a, &x) || !number(ctx, name, *b_arg, "b", &bi, &b, &y)) return;
   const bool ints = ai && bi;
-  EValue& out = *out_arg;
   switch (op) {
-    case Prim::Eq: out = EValue(ints ? a == b : x == y); return;
-    case Prim::Gt: out = EValue(ints ? a > b : x > y); return;
-    case Prim::Lt: out = EValue(ints ? a < b : x < y); return;
-    case Prim::Ge: out = EValue(ints ? a >= b : x >= y); return;
-    case Prim::Le: out = EValue(ints ? a <= b : x <= y); return;
-    case Prim::TrueDiv: out = EValue(x / y); return;
+    case Prim::Eq: set_scalar_out(ctx, name, out_arg, EValue(ints ? a == b : x == y)); return;
+    case Prim::Gt: set_scalar_out(ctx, name, out_arg, EValue(ints ? a > b : x > y)); return;
+    case Prim::Lt: set_scalar_out(ctx, name, out_arg, EValue(ints ? a < b : x < y)); return;
+    case Prim::Ge: set_scalar_out(ctx, name, out_arg, EValue(ints ? a >= b : x >= y)); return;
+    case Prim::Le: set_scalar_out(ctx, name, out_arg, EValue(ints ? a <= b : x <= y)); return;
+    case Prim::TrueDiv: set_scalar_out(ctx, name, out_arg, EValue(x / y)); return;
     default: break;
   }
   if ((op == Prim::FloorDiv || op == Prim::Mod) && ((ints && b == 0) || (!ints && y == 0))) {
@@ -67,7 +66,7 @@ void binary(KernelRuntimeContext& ctx, const char* name, EValue* a_arg, EValue* 
       case Prim::Min: r = a < b ? a : b; break;
       default: break;
     }
-    out = EValue(r);
+    set_scalar_out(ctx, name, out_arg, EValue(r));
     return;
   }
   double r = 0;
@@ -81,7 +80,7 @@ void binary(KernelRuntimeContext& ctx, const char* name, EValue* a_arg, EValue* 
     case Prim::Min: r = std::fmin(x, y); break;
     default: break;
   }
-  out = EValue(r);
+  set_scalar_out(ctx, name, out_arg, EValue(r));
 }
 
 }  // namespace
@@ -107,7 +106,7 @@ ETKIT_KERNEL(prim_neg_scalar, EValue* a_arg, EValue* out) {
   bool is_int = false;
   int64_t a = 0;
   double x = 0;
-  if (number(ctx, name, *a_arg, "a", &is_int, &a, &x)) *out = is_int ? EValue(wrap_sub(0, a)) : EValue(-x);
+  if (number(ctx, name, *a_arg, "a", &is_int, &a, &x)) set_scalar_out(ctx, name, out, is_int ? EValue(wrap_sub(0, a)) : EValue(-x));
 }
 
 // aten::_local_scalar_dense(Tensor self) -> Scalar: the value of a one-element tensor (Tensor.item()),
@@ -118,9 +117,9 @@ ETKIT_KERNEL(local_scalar_dense, Tensor* t, EValue* out) {
     return;
   }
   const ScalarType s = t->scalar_type();
-  if (s == ScalarType::Bool) *out = EValue(load_int(t->const_data_ptr(), s, 0) != 0);
-  else if (is_floating(s)) *out = EValue(load_double(t->const_data_ptr(), s, 0));
-  else *out = EValue(load_int(t->const_data_ptr(), s, 0));
+  if (s == ScalarType::Bool) set_scalar_out(ctx, name, out, EValue(load_int(t->const_data_ptr(), s, 0) != 0));
+  else if (is_floating(s)) set_scalar_out(ctx, name, out, EValue(load_double(t->const_data_ptr(), s, 0)));
+  else set_scalar_out(ctx, name, out, EValue(load_int(t->const_data_ptr(), s, 0)));
 }
 
 // executorch_prim::sym_ite.Scalar(cond, a, b, out): a if cond else b (torch.sym_ite).
@@ -128,7 +127,14 @@ ETKIT_KERNEL(prim_sym_ite_scalar, EValue* cond, EValue* a, EValue* b, EValue* ou
   bool is_int = false;
   int64_t c = 0;
   double x = 0;
-  if (number(ctx, name, *cond, "cond", &is_int, &c, &x)) *out = x != 0 ? *a : *b;
+  if (!number(ctx, name, *cond, "cond", &is_int, &c, &x)) return;
+  const EValue& chosen = x != 0 ? *a : *b;
+  if (!chosen.is_int() && !chosen.is_double() && !chosen.is_bool()) {
+    fail(ctx, Error::InvalidArgument, "%s: argument '%s' must be an int, float or bool, got %s", name,
+         x != 0 ? "a" : "b", runtime::tag_name(chosen.tag()));
+    return;
+  }
+  set_scalar_out(ctx, name, out, chosen);
 }
 
 // executorch_prim::sym_float.Scalar(a, out)
@@ -136,7 +142,7 @@ ETKIT_KERNEL(prim_sym_float_scalar, EValue* a_arg, EValue* out) {
   bool is_int = false;
   int64_t a = 0;
   double x = 0;
-  if (number(ctx, name, *a_arg, "a", &is_int, &a, &x)) *out = EValue(x);
+  if (number(ctx, name, *a_arg, "a", &is_int, &a, &x)) set_scalar_out(ctx, name, out, EValue(x));
 }
 
 }  // namespace etkit::portable

@@ -805,11 +805,13 @@ ETKIT_KERNEL(repeat_out, Tensor* a, Span<const int64_t> reps, Tensor* out) {
 ETKIT_KERNEL(sym_size_int, Tensor* a, int64_t dim, EValue* result) {
   size_t d;
   if (!normalize_dim(ctx, name, dim, a->dim(), &d)) return;
-  *result = EValue(static_cast<int64_t>(a->size(d)));
+  set_scalar_out(ctx, name, result, EValue(static_cast<int64_t>(a->size(d))));
 }
 
 // sym_numel(Tensor self) -> SymInt: (self, result).
-ETKIT_KERNEL(sym_numel, Tensor* a, EValue* result) { *result = EValue(static_cast<int64_t>(a->numel())); }
+ETKIT_KERNEL(sym_numel, Tensor* a, EValue* result) {
+  set_scalar_out(ctx, name, result, EValue(static_cast<int64_t>(a->numel())));
+}
 
 }  // namespace etkit::portable
 

@@ -87,6 +87,11 @@ bool tensor_list_arg(KernelRuntimeContext& ctx, const char* name, Span<EValue*> 
     return fail(ctx, Error::InvalidArgument, "%s: argument '%s' must be a list of tensors", name, arg);
   }
   *out = args[i]->to_tensor_list();
+  for (size_t k = 0; k < out->size(); ++k) {  // checked at load; kept true at run time, checked again as cheap
+    if ((*out)[k] == nullptr) {
+      return fail(ctx, Error::InvalidArgument, "%s: element %zu of '%s' is not a Tensor", name, k, arg);
+    }
+  }
   return true;
 }
 
@@ -111,6 +116,15 @@ bool int_in_range(KernelRuntimeContext& ctx, const char* op, int64_t v, int64_t 
   if (v >= lo && v <= hi) return true;
   return fail(ctx, Error::InvalidArgument, "%s: '%s' is %lld; it must be in [%lld, %lld]", op, name, (long long)v,
               (long long)lo, (long long)hi);
+}
+
+bool set_scalar_out(KernelRuntimeContext& ctx, const char* op, EValue* out, const EValue& result) {
+  if (out->tag() != result.tag() && !out->is_none()) {
+    return fail(ctx, Error::InvalidArgument, "%s: its result is %s but its out value is %s (a value keeps its type)",
+                op, runtime::tag_name(result.tag()), runtime::tag_name(out->tag()));
+  }
+  *out = result;
+  return true;
 }
 
 bool bool_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, bool* out) {
