@@ -288,7 +288,7 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
   } else if (t->data_buffer_idx() > 0) {
     auto c = program->constant_data(t->data_buffer_idx(), nbytes);
     if (!c.ok()) return c.error();
-    data = const_cast<void*>(c.get());
+    data = const_cast<void*>(c.get());  // read-only below: resize() refuses it as a kernel's output
   }
   // Kernels read the data through typed pointers: an element at an address that is not a multiple of its size
   // is undefined behaviour in C++ (and a fault on some cores). Constant segments and planned buffers are
@@ -300,6 +300,7 @@ Error MethodState::parse_tensor(size_t i, const fb::Tensor* t) {
                      i, tensor->element_size());
   }
   tensor->set_data(data);
+  tensor->set_read_only(data != nullptr && !planned);  // a constant (in the file or a .ptd), maybe mapped read-only
   values[i] = EValue(tensor);
   tensor_is_planned[i] = planned;
   return Error::Ok;
@@ -755,6 +756,28 @@ Error MethodState::parse_instructions() {
       }
       default:
         return set_error(Error::InvalidProgram, "instruction %zu has an unknown type", pc);
+    }
+  }
+  // A backward jump whose condition no instruction of its loop writes repeats forever once the condition is
+  // false: a crafted program would hang execute(). Emitted loops (ExecuTorch's map) recompute their condition
+  // in the body; a loop whose condition is written but never turns true is beyond a load-time check.
+  for (size_t pc = 0; pc < n; ++pc) {
+    const Instr& jump = instrs[pc];
+    if (jump.kind != InstrKind::JumpFalse || jump.b > pc) continue;
+    bool written = false;
+    for (size_t k = jump.b; k <= pc && !written; ++k) {
+      const Instr& w = instrs[k];
+      if (w.kind == InstrKind::Kernel || w.kind == InstrKind::Delegate) {
+        for (EValue* arg : w.args) written = written || arg == &values[jump.a];
+      } else if (w.kind == InstrKind::Move) {
+        written = w.b == jump.a;
+      }
+    }
+    if (!written) {
+      return set_error(Error::InvalidProgram,
+                       "instruction %zu jumps back to instruction %u on value %u, which no instruction of that loop "
+                       "writes: the loop would never end",
+                       pc, jump.b, jump.a);
     }
   }
   return Error::Ok;

@@ -36,6 +36,10 @@ void Tensor::recompute_strides_and_numel() {
 }
 
 Error Tensor::resize(Span<const SizesType> new_sizes) {
+  if (read_only_) {
+    return set_error(Error::InvalidArgument,
+                     "Tensor::resize: the tensor is a constant of the program (read-only): a kernel cannot write it");
+  }
   if (new_sizes.size() != dim_) {
     return set_error(Error::InvalidArgument, "Tensor::resize: rank %zu given for a rank-%zu tensor",
                      new_sizes.size(), dim_);

@@ -395,3 +395,49 @@ def test_a_scalar_result_cannot_change_a_values_type():
     sym_size.args = [*sym_size.args[:2], 4]        # its result into value 4, the view's output tensor
     with pytest.raises(EtkitRuntimeError, match=r"aten::sym_size.int: its result is Int but its out value is Tensor"):
         _load(serialize_pte(contents)).execute([x])
+
+
+def test_a_loop_whose_condition_nothing_writes_is_refused_at_load():
+    """A backward JumpFalseCall on a value no instruction of its loop writes would never end once the value is
+    false (execute() would hang); forward jumps and the unconditional jump to the end still load and run."""
+    from .programs import jump_false_program
+
+    def jump_back(plan):
+        plan.chains[0].instructions[2].instrArgs.destinationInstruction = 1   # "goto end" becomes "goto 1"
+
+    program = ProgramT.InitFromObj(Program.GetRootAs(jump_false_program(), 0))
+    a = torch.randn(2, 3)
+    (y,) = Runtime.get().load_program(jump_false_program()).load_method("forward").execute([a, False])
+    torch.testing.assert_close(y, a * a, rtol=0, atol=0)
+    jump_back(program.executionPlan[0])
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(program.Pack(builder), file_identifier=b"ET12")
+    with pytest.raises(EtkitRuntimeError, match=r"InvalidProgram: instruction 2 jumps back to instruction 1 on value 4, "
+                                                r"which no instruction of that loop writes: the loop would never end"):
+        _load(bytes(builder.Output()))
+
+
+def _add_weight_into_its_constant() -> bytes:
+    """AddWeight's program with the add's ``out`` pointing at the weight, a constant of the file."""
+    contents = deserialize_pte(etkit.to_edge(torch.export.export(AddWeight(), (torch.ones(8),))).to_executorch().buffer)
+    plan = contents.program.executionPlan[0]
+    (weight,) = [i for i, v in enumerate(plan.values)
+                 if hasattr(v.val, "dataBufferIdx") and v.val.dataBufferIdx > 0 and v.val.allocationInfo is None]
+    call = plan.chains[0].instructions[0].instrArgs
+    call.args = [*call.args[:3], weight, weight]
+    return serialize_pte(contents)
+
+
+def test_a_kernel_cannot_write_a_constant(etkit_runner, tmp_path):
+    """A constant named as an output: with the runner's memory-mapped file its bytes are read-only (a write would
+    be SIGSEGV) and every Method shares them; Tensor::resize refuses it, from Python and from the runner."""
+    x = torch.randn(8)
+    with pytest.raises(EtkitRuntimeError, match=r"aten::add.out: cannot resize the output: Tensor::resize: the tensor "
+                                                r"is a constant of the program \(read-only\)"):
+        _load(_add_weight_into_its_constant()).execute([x])
+    path = tmp_path / "add_into_constant.pte"
+    path.write_bytes(_add_weight_into_its_constant())
+    proc = subprocess.run([str(etkit_runner), "--model_path", str(path), "--iterations", "1"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1 and "is a constant of the program (read-only)" in proc.stderr, \
+        (proc.returncode, proc.stderr)

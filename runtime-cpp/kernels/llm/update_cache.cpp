@@ -31,6 +31,10 @@ ETKIT_KERNEL(llama_update_cache_out, Tensor* value, Tensor* cache, int64_t start
       !llm::check_contiguous(ctx, name, *cache, "cache")) {
     return;
   }
+  if (cache->is_read_only()) {  // written in place, not resized: refused here rather than by resize()
+    fail(ctx, Error::InvalidArgument, "%s: cache is a constant of the program (read-only)", name);
+    return;
+  }
   const SizesType one[1] = {1};
   if (!resize_out(ctx, name, *out, one, 1)) return;
 

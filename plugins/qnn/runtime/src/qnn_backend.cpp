@@ -316,6 +316,10 @@ class QnnBackend final : public etkit::runtime::BackendInterface {
       h.input_values[i] = h.inputs[i].value;
     }
     for (size_t i = 0; i < n_out; ++i) {
+      if (args[n_in + i]->is_tensor() && args[n_in + i]->to_tensor().is_read_only()) {
+        return set_error(Error::InvalidProgram, "QnnBackend (graph %s): output %zu is a constant of the program",
+                         h.graph_name.c_str(), i);
+      }
       Error err = bind(h, h.outputs[i], args[n_in + i], "output", i);
       if (err != Error::Ok) return err;
       h.output_values[i] = h.outputs[i].value;

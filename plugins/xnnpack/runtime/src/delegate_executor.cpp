@@ -168,6 +168,10 @@ Error resize_outputs(DelegateState& state, Span<EValue*> args, bool replanned) {
     ExternalBinding& b = state.outputs[i];
     Tensor* t = nullptr;
     ETKIT_CHECK_OK(bound_tensor(b, args, &t));
+    if (t->is_read_only()) {  // a constant's bytes may be a read-only mapping shared by every Method
+      return set_error(Error::InvalidProgram, "XnnpackBackend: output argument %u is a constant of the program",
+                       b.external_id);
+    }
     if (replanned || !b.shape_known) {
       size_t num_dims = 0;
       size_t dims[XNN_MAX_TENSOR_DIMS];

@@ -64,10 +64,15 @@ class Tensor final {
   T* mutable_data_ptr() const { return static_cast<T*>(data_); }
   /// Points the tensor at other storage (at least capacity_nbytes() long).
   void set_data(void* data) { data_ = data; }
+  /// A program constant: its bytes may be a read-only mapping of the file, and every Method of the Program
+  /// shares them. resize() refuses it, so no kernel takes it as an output.
+  bool is_read_only() const { return read_only_; }
+  void set_read_only(bool read_only) { read_only_ = read_only; }
 
-  /// Changes the shape to `new_sizes` (same rank), recomputing strides from dim_order.
-  /// Errors: InvalidArgument if the rank differs; NotSupported if the tensor is STATIC and the shape
-  /// differs, or if the new shape needs more than capacity_nbytes(). Never allocates.
+  /// Changes the shape to `new_sizes` (same rank), recomputing strides from dim_order; kernels resize every
+  /// output before writing it. Errors: InvalidArgument if the rank differs or the tensor is read-only (a
+  /// constant named as an output); NotSupported if the tensor is STATIC and the shape differs, or if the new
+  /// shape needs more than capacity_nbytes(). Never allocates.
   Error resize(Span<const SizesType> new_sizes);
 
   /// For owners building a tensor: the writable metadata arrays.
@@ -89,6 +94,7 @@ class Tensor final {
   size_t numel_ = 0;
   size_t capacity_nbytes_ = 0;
   TensorShapeDynamism dynamism_ = TensorShapeDynamism::STATIC;
+  bool read_only_ = false;
 };
 
 }  // namespace etkit::runtime
