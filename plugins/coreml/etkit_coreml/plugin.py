@@ -17,8 +17,8 @@ def unavailable_reason(system: str | None = None) -> str:
     """Why Core ML cannot run here; the sentence users see when they load a Core ML method."""
     system = system or platform.system()
     if system == "Darwin":
-        return ("the Core ML delegate is not built into this Python runtime; build it from plugins/coreml/runtime "
-                "(CMake, Apple platforms) and link etkit_coreml::delegate into a native runner")
+        return ("the Core ML delegate is not built into this Python runtime; link etkit_coreml::delegate (the CMake "
+                "package the etkit-coreml wheel installs on Apple platforms) into a native runner")
     return (f"Core ML delegate is not available on this platform ({system}); re-lower without CoreMLPartitioner "
             f"or run on macOS/iOS")
 

@@ -19,6 +19,7 @@ import random
 import shutil
 import struct
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -468,6 +469,64 @@ def test_delegate_runs_the_command_stream(backend, scenario, placement, tmp_path
         proc = _run(backend, pack(CASES[case]), tmp_path / "p.bin", scenario)
         assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
         assert proc.stdout.splitlines() == ["REGISTER 0", f"PAYLOAD {placement}", *_invokes(CASES[case], 2), "OK 2"]
+
+
+_STAND_IN_DRIVER_CMAKE = """cmake_minimum_required(VERSION 3.21)
+project(stand_in_ethosu_core_driver LANGUAGES CXX)
+# what a firmware build gets from Arm's driver: the target ethosu_core_driver and its public header
+add_library(ethosu_core_driver INTERFACE)
+target_include_directories(ethosu_core_driver INTERFACE ${CMAKE_CURRENT_LIST_DIR}/include)
+"""
+
+_FIRMWARE_CMAKE = """cmake_minimum_required(VERSION 3.21)
+project(firmware LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 17)
+find_package(etkit_ethosu CONFIG REQUIRED)
+add_executable(firmware ${HARNESS})
+target_link_libraries(firmware PRIVATE etkit_ethosu::delegate)
+target_include_directories(firmware PRIVATE ${DRIVER_INCLUDE})
+"""
+
+
+def test_delegate_package_builds_with_etkit_add_delegate_and_runs_in_a_firmware_build(tmp_path):
+    """The delegate half of plugins/ethosu/CMakeLists.txt (ETKIT_ETHOSU_CORE_DRIVER_DIR set), on the host
+    compiler against a stand-in driver: it builds etkit_ethosu_delegate through etkit_add_delegate and installs
+    the etkit_ethosu package; a firmware project finds it with find_package, links etkit_ethosu::delegate and runs
+    the delegate harness (which defines the driver functions) on a payload."""
+    from etkit.native.cmake import find_cmake
+
+    prefix = _etkit_prefix()
+    cmake, ninja = find_cmake()
+    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
+    driver = tmp_path / "ethos-u-core-driver"
+    (driver / "include").mkdir(parents=True)
+    shutil.copy(RUNTIME / "tests" / "fake_driver" / "ethosu_driver.h", driver / "include")
+    (driver / "CMakeLists.txt").write_text(_STAND_IN_DRIVER_CMAKE)
+
+    def step(*args: str) -> None:
+        proc = subprocess.run([cmake, *args], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    build, installed = tmp_path / "build", tmp_path / "installed"
+    step("-S", str(RUNTIME.parent), "-B", str(build), *generator, "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_PREFIX_PATH={prefix}",
+         f"-DPython_EXECUTABLE={sys.executable}", f"-DETKIT_ETHOSU_CORE_DRIVER_DIR={driver}")
+    step("--build", str(build), "--target", "etkit_ethosu_delegate", "-j", "2")
+    step("--install", str(build), "--prefix", str(installed))
+    package = installed / "etkit_ethosu" / "lib" / "cmake" / "etkit_ethosu" / "etkit_ethosuConfig.cmake"
+    assert package.is_file(), sorted(str(p.relative_to(installed)) for p in installed.rglob("*"))
+    assert not (installed / "etkit_ethosu" / "bin").exists()  # the host payload check is no firmware's business
+
+    firmware = tmp_path / "firmware"
+    firmware.mkdir()
+    (firmware / "CMakeLists.txt").write_text(_FIRMWARE_CMAKE)
+    step("-S", str(firmware), "-B", str(firmware / "build"), *generator, "-DCMAKE_BUILD_TYPE=Release",
+         f"-DCMAKE_PREFIX_PATH={installed};{prefix}", f"-DHARNESS={RUNTIME / 'tests' / 'ethosu_backend_main.cpp'}",
+         f"-DDRIVER_INCLUDE={driver / 'include'}")
+    step("--build", str(firmware / "build"), "-j", "2")
+    proc = _run(firmware / "build" / "firmware", pack(CASES["two_in_two_out"]), tmp_path / "p.bin", "run")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == ["REGISTER 0", "PAYLOAD in-place", *_invokes(CASES["two_in_two_out"], 2),
+                                        "OK 2"]
 
 
 _EXECUTE_REFUSALS = {
