@@ -202,14 +202,21 @@ def _report(text: str, inputs: list[str]) -> str:
             out.append(f"{path.name} ({path.stat().st_size} bytes), base64 (decode with `base64 -d`):")
             out.extend(data[i:i + 100] for i in range(0, len(data), 100))
     lines = text.splitlines()
-    first = next((i for i, line in enumerate(lines) if _FINDING.search(line)), max(0, len(lines) - REPORT_LINES))
+    first = _finding_index(lines)
+    first = max(0, len(lines) - REPORT_LINES) if first is None else first
     return "\n".join(out + lines[first:first + REPORT_LINES])
+
+
+def _finding_index(lines: list[str]) -> int | None:
+    """Index of the line a finding's report starts with, or None when the log has none."""
+    return next((i for i, line in enumerate(lines) if _FINDING.search(line)), None)
 
 
 def _first_finding_line(text: str) -> str:
     """The line a finding's report starts with (what kind of finding it is), or the log's last line."""
     lines = text.splitlines()
-    return next((line.strip() for line in lines if _FINDING.search(line)), lines[-1].strip() if lines else "")
+    first = _finding_index(lines)
+    return lines[first].strip() if first is not None else (lines[-1].strip() if lines else "")
 
 
 #: How many times a saved input is replayed alone before it is called unreproducible.

@@ -298,8 +298,9 @@ class _Values:
 
 
 def _sdpa_method(q_shape, kv_shape, *, scalar_type=None, kv_dim_order=None, mask_shape=None, dropout=0.0,
-                 is_causal=True, scale=None):
-    """forward(query, key, value, start_pos[, attn_mask]) -> llama::custom_sdpa.out(...)."""
+                 is_causal=True, scale=None, out_is_query=False):
+    """forward(query, key, value, start_pos[, attn_mask]) -> llama::custom_sdpa.out(...); with ``out_is_query`` the
+    out argument is the query value itself (one planned tensor)."""
     vals = _Values()
     q = vals.tensor(q_shape, scalar_type)
     k = vals.tensor(kv_shape, scalar_type, kv_dim_order)
@@ -309,7 +310,7 @@ def _sdpa_method(q_shape, kv_shape, *, scalar_type=None, kv_dim_order=None, mask
     drop = vals.double(dropout)
     causal = vals.bool(is_causal)
     sc = vals.double(scale) if scale is not None else vals.none()
-    out = vals.tensor(q_shape, scalar_type)
+    out = q if out_is_query else vals.tensor(q_shape, scalar_type)
     inputs = [q, k, v, pos] + ([mask] if mask_shape is not None else [])
     buf = _program("llama::custom_sdpa", vals.values, inputs, [out],
                    [q, k, v, pos, mask, drop, causal, sc, out, out], vals.memory)
@@ -372,6 +373,24 @@ def test_custom_sdpa_start_pos_past_the_cache_raises_in_hand_built_program():
     _expect_sdpa_error(method, args + [-3], "start_pos -3", "negative")
     (got,) = method.execute(args + [12])  # the last valid window still runs
     torch.testing.assert_close(got, custom_sdpa_reference(*args, 12, is_causal=True), atol=ATOL, rtol=RTOL)
+
+
+def test_custom_sdpa_scale_outside_float32_range_is_refused():
+    """A program's scale is a double; one past float32's range (a conversion with undefined behaviour) is refused,
+    while the largest float32 still runs."""
+    args = [torch.randn(1, 2, 2, 8), torch.randn(1, 16, 2, 8), torch.randn(1, 16, 2, 8), 3]
+    _expect_sdpa_error(_sdpa_method([1, 2, 2, 8], [1, 16, 2, 8], scale=1e300), args, "scale 1e+300",
+                       "outside float32's range")
+    (got,) = _sdpa_method([1, 2, 2, 8], [1, 16, 2, 8], scale=0.25).execute(args)
+    torch.testing.assert_close(got, custom_sdpa_reference(*args, is_causal=True, scale=0.25), atol=ATOL, rtol=RTOL)
+
+
+def test_custom_sdpa_out_sharing_the_query_is_refused():
+    """out planned on the query's own bytes (an exact alias, which the load-time overlap check lets through for
+    in-place ops) would be written while the query is read: refused instead of wrong numbers."""
+    method = _sdpa_method([1, 2, 2, 8], [1, 16, 2, 8], out_is_query=True)
+    _expect_sdpa_error(method, [torch.randn(1, 2, 2, 8), torch.randn(1, 16, 2, 8), torch.randn(1, 16, 2, 8), 0],
+                       "'out' shares memory with 'query'")
 
 
 def test_custom_sdpa_attn_mask_and_dropout_are_refused():

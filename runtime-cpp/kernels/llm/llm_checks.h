@@ -67,6 +67,21 @@ inline bool check_window(KernelRuntimeContext& ctx, const char* op, int64_t star
   return true;
 }
 
+/// Fails when out's bytes overlap those of the input `name` (the kernels read their inputs while writing out, so an
+/// aliased out, which a program's memory plan or caller-owned memory can make, would give wrong numbers).
+inline bool check_not_aliased(KernelRuntimeContext& ctx, const char* op, const Tensor& out, const Tensor& t,
+                              const char* name) {
+  const auto* o = static_cast<const uint8_t*>(out.const_data_ptr());
+  const auto* x = static_cast<const uint8_t*>(t.const_data_ptr());
+  if (out.nbytes() == 0 || t.nbytes() == 0 || o == nullptr || x == nullptr) return true;
+  const uintptr_t ob = reinterpret_cast<uintptr_t>(o), xb = reinterpret_cast<uintptr_t>(x);
+  if (ob < xb + t.nbytes() && xb < ob + out.nbytes()) {
+    return fail(ctx, Error::InvalidArgument, "%s: 'out' shares memory with '%s'; the kernel needs them apart", op,
+                name);
+  }
+  return true;
+}
+
 /// "[a, b, c, d]" of a 4-D tensor, for messages.
 struct Shape4 {
   char text[64];

@@ -31,6 +31,11 @@ void embedding_out(KernelRuntimeContext& ctx, const char* op, Tensor* weight, Te
   }
   const int64_t rows = weight->size(0);
   const int64_t dim = weight->size(1) * (kFourBit ? 2 : 1);
+  if (dim > kMaxSize) {  // the output's last size
+    fail(ctx, Error::InvalidArgument, "%s: an embedding dimension of %lld exceeds the largest tensor size %lld", op,
+         static_cast<long long>(dim), static_cast<long long>(kMaxSize));
+    return;
+  }
   if (scales->scalar_type() != ScalarType::Float || (scales->dim() != 1 && scales->dim() != 2) ||
       scales->size(0) != rows) {
     fail(ctx, Error::InvalidArgument, "%s: weight_scales must be float32 [%lld] or [%lld, groups], got %zu-D %s", op,

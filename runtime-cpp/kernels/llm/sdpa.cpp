@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "attention.h"
 #include "../portable/kernel_binding.h"
@@ -108,6 +109,15 @@ ETKIT_KERNEL(llama_custom_sdpa_out, Tensor* query, Tensor* key, Tensor* value, i
     return;
   }
   if (out->numel() == 0) return;
+  if (!llm::check_not_aliased(ctx, name, *out, *query, "query") ||
+      !llm::check_not_aliased(ctx, name, *out, *key, "key") ||
+      !llm::check_not_aliased(ctx, name, *out, *value, "value")) {
+    return;
+  }
+  if (has_scale && std::isfinite(scale) && std::fabs(scale) > std::numeric_limits<float>::max()) {
+    fail(ctx, Error::InvalidArgument, "%s: scale %g is outside float32's range", name, scale);
+    return;
+  }
 
   if (dtype == ScalarType::Half && head_dim > llm::kMaxHalfDim) {
     fail(ctx, Error::InvalidArgument, "%s: float16 heads of %lld elements exceed the kernel's %lld", name,

@@ -14,26 +14,11 @@ namespace {
 
 constexpr size_t kMaxDim = runtime::kTensorDimensionLimit;
 
-/// Reads an int list param of `n` spatial dims; a single value is repeated; empty gives `dflt`.
-/// Values must lie in [dflt == 0 ? 0 : 1, 2^20] (padding may be 0; kernel, stride, dilation at least 1).
+/// A convolution's or pooling's int list for `n` spatial dims: an empty list gives `dflt`; values in
+/// [dflt == 0 ? 0 : 1, kMaxWindow] (a padding may be 0; a kernel size, stride or dilation is at least 1).
 bool spatial_param(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> list, size_t n, int64_t dflt,
                    const char* what, int64_t* out) {
-  if (list.empty()) {
-    for (size_t i = 0; i < n; ++i) out[i] = dflt;
-    return true;
-  }
-  if (list.size() != 1 && list.size() != n) {
-    return fail(ctx, Error::InvalidArgument, "%s: %s has %zu entries, expected 1 or %zu", name, what, list.size(), n);
-  }
-  const int64_t lo = dflt == 0 ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = list.size() == 1 ? list[0] : list[i];
-    if (out[i] < lo || out[i] > (int64_t(1) << 20)) {
-      return fail(ctx, Error::InvalidArgument, "%s: %s value %lld is out of range [%lld, 2^20]", name, what,
-                  (long long)out[i], (long long)lo);
-    }
-  }
-  return true;
+  return window_list(ctx, name, list, what, n, nullptr, dflt, dflt == 0 ? 0 : 1, out);
 }
 
 /// A convolution's bias is absent or has shape [OC] (read at oc * stride(0)).

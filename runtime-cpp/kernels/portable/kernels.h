@@ -77,6 +77,12 @@ bool int_in_range(KernelRuntimeContext& ctx, const char* op, int64_t v, int64_t 
 constexpr int64_t kMaxWindow = int64_t(1) << 20;
 /// Sizes and size-like arguments (a split size, a repeat count, a padding that grows a dim) stay below 2^31.
 constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;
+/// Reads a window op's int list for `n` spatial dims into out[0..n): one value is repeated, an empty list gives
+/// fallback[d] (when given) or `dflt`; each value must lie in [lo, kMaxWindow] (lo: 1 for a kernel size, stride
+/// or dilation, 0 for a padding). Fails with InvalidArgument naming `name` for a list of another length or a
+/// value out of range.
+bool window_list(KernelRuntimeContext& ctx, const char* op, Span<const int64_t> list, const char* name, size_t n,
+                 const int64_t* fallback, int64_t dflt, int64_t lo, int64_t* out);
 bool bool_arg(KernelRuntimeContext& ctx, const char* op, Span<EValue*> args, size_t i, const char* name, bool* out);
 /// Writes a scalar result (Int, Double or Bool) into an op's `EValue out`. The value keeps the type it had at
 /// load, which list items and MoveCalls were checked against then: a result of another type, or an `out` that

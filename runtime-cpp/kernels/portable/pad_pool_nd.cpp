@@ -78,20 +78,6 @@ struct PoolGeometry {
   int64_t in[3], out[3], k[3], s[3], p[3], dil[3];
 };
 
-/// Reads int[n] window lists that may hold one value (broadcast) or be empty (stride = kernel); each value in
-/// [lo, kMaxWindow] (lo: 1 for kernel, stride, dilation; 0 for padding).
-bool int_list_n(KernelRuntimeContext& ctx, const char* name, Span<const int64_t> v, const char* arg, size_t n,
-                const int64_t* fallback, int64_t def, int64_t lo, int64_t* out) {
-  if (v.size() != 0 && v.size() != 1 && v.size() != n) {
-    return fail(ctx, Error::InvalidArgument, "%s: %s must have 1 or %zu values, has %zu", name, arg, n, v.size());
-  }
-  for (size_t d = 0; d < n; ++d) {
-    out[d] = v.size() == 0 ? (fallback ? fallback[d] : def) : v[v.size() == 1 ? 0 : d];
-    if (!int_in_range(ctx, name, out[d], lo, kMaxWindow, arg)) return false;
-  }
-  return true;
-}
-
 bool pool_output_sizes(KernelRuntimeContext& ctx, const char* name, PoolGeometry& g, bool ceil_mode) {
   for (size_t d = 0; d < g.n; ++d) {
     if (g.k[d] <= 0 || g.s[d] <= 0 || g.dil[d] <= 0 || g.p[d] < 0 || 2 * g.p[d] > g.k[d]) {
@@ -167,9 +153,9 @@ void avg_pool_nd(KernelRuntimeContext& ctx, const char* name, size_t n, Tensor* 
   PoolGeometry g;
   size_t planes;
   if (!check_dtype(ctx, name, *self, "self") || !pool_setup(ctx, name, *self, n, g, &planes) ||
-      !int_list_n(ctx, name, kernel_size, "kernel_size", n, nullptr, 1, 1, g.k) ||
-      !int_list_n(ctx, name, stride, "stride", n, g.k, 1, 1, g.s) ||
-      !int_list_n(ctx, name, padding, "padding", n, nullptr, 0, 0, g.p))
+      !window_list(ctx, name, kernel_size, "kernel_size", n, nullptr, 1, 1, g.k) ||
+      !window_list(ctx, name, stride, "stride", n, g.k, 1, 1, g.s) ||
+      !window_list(ctx, name, padding, "padding", n, nullptr, 0, 0, g.p))
     return;
   const int64_t divisor = divisor_override.has_value ? divisor_override.value : 0;
   if (divisor_override.has_value && divisor == 0) {
@@ -300,10 +286,10 @@ ETKIT_KERNEL(max_pool3d_with_indices_out, Tensor* self, Span<const int64_t> kern
   PoolGeometry g;
   size_t planes;
   if (!pool_setup(ctx, name, *self, 3, g, &planes) ||
-      !int_list_n(ctx, name, kernel_size, "kernel_size", 3, nullptr, 1, 1, g.k) ||
-      !int_list_n(ctx, name, stride, "stride", 3, g.k, 1, 1, g.s) ||
-      !int_list_n(ctx, name, padding, "padding", 3, nullptr, 0, 0, g.p) ||
-      !int_list_n(ctx, name, dilation, "dilation", 3, nullptr, 1, 1, g.dil))
+      !window_list(ctx, name, kernel_size, "kernel_size", 3, nullptr, 1, 1, g.k) ||
+      !window_list(ctx, name, stride, "stride", 3, g.k, 1, 1, g.s) ||
+      !window_list(ctx, name, padding, "padding", 3, nullptr, 0, 0, g.p) ||
+      !window_list(ctx, name, dilation, "dilation", 3, nullptr, 1, 1, g.dil))
     return;
   if (!pool_output_sizes(ctx, name, g, ceil_mode) || !resize_pool_out(ctx, name, *self, g, *out) ||
       !resize_pool_out(ctx, name, *self, g, *indices))

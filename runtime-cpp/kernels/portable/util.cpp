@@ -118,6 +118,18 @@ bool int_in_range(KernelRuntimeContext& ctx, const char* op, int64_t v, int64_t 
               (long long)lo, (long long)hi);
 }
 
+bool window_list(KernelRuntimeContext& ctx, const char* op, Span<const int64_t> list, const char* name, size_t n,
+                 const int64_t* fallback, int64_t dflt, int64_t lo, int64_t* out) {
+  if (list.size() > 1 && list.size() != n) {
+    return fail(ctx, Error::InvalidArgument, "%s: '%s' has %zu values; it takes 1 or %zu", op, name, list.size(), n);
+  }
+  for (size_t d = 0; d < n; ++d) {
+    out[d] = list.empty() ? (fallback ? fallback[d] : dflt) : list[list.size() == 1 ? 0 : d];
+    if (!int_in_range(ctx, op, out[d], lo, kMaxWindow, name)) return false;
+  }
+  return true;
+}
+
 bool set_scalar_out(KernelRuntimeContext& ctx, const char* op, EValue* out, const EValue& result) {
   if (out->tag() != result.tag() && !out->is_none()) {
     return fail(ctx, Error::InvalidArgument, "%s: its result is %s but its out value is %s (a value keeps its type)",
