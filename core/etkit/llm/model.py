@@ -52,10 +52,28 @@ def _config_value(config, *names, default=None):
     return default
 
 
+def _stacked_linear(*linears: nn.Linear) -> nn.Linear:
+    """One ``nn.Linear`` whose output is the given layers' outputs side by side: their weights (and biases, a
+    missing one as zeros) stacked by output row. Each output row keeps its own weights, so a per-row or per-group
+    weight quantization gives the rows the values it gives the separate layers; the input is read (and, with
+    dynamic activation quantization, quantized) once instead of once per layer."""
+    weight = torch.cat([linear.weight.detach() for linear in linears], dim=0)
+    fused = nn.Linear(weight.shape[1], weight.shape[0], bias=any(l.bias is not None for l in linears),
+                      device="meta")
+    fused.weight = nn.Parameter(weight, requires_grad=False)
+    if fused.bias is not None:
+        fused.bias = nn.Parameter(torch.cat([l.bias.detach() if l.bias is not None else
+                                             weight.new_zeros(l.weight.shape[0]) for l in linears]),
+                                  requires_grad=False)
+    return fused
+
+
 class _Attention(nn.Module):
     def __init__(self, hf_attn, shape: DecoderShape, use_sdpa_with_kv_cache: bool, dtype: torch.dtype) -> None:
         super().__init__()
-        self.q_proj, self.k_proj, self.v_proj, self.o_proj = hf_attn.q_proj, hf_attn.k_proj, hf_attn.v_proj, hf_attn.o_proj
+        # q, k and v in one matmul: [.., n_heads * head_dim | n_kv_heads * head_dim | n_kv_heads * head_dim]
+        self.qkv_proj = _stacked_linear(hf_attn.q_proj, hf_attn.k_proj, hf_attn.v_proj)
+        self.o_proj = hf_attn.o_proj
         self.n_heads, self.n_kv_heads, self.head_dim = shape.n_heads, shape.n_kv_heads, shape.head_dim
         self.scale = float(getattr(hf_attn, "scaling", shape.head_dim ** -0.5))
         self.use_sdpa_with_kv_cache = use_sdpa_with_kv_cache
@@ -65,10 +83,12 @@ class _Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos) -> torch.Tensor:
         batch, seq, _ = x.shape
-        q = self.q_proj(x).view(batch, seq, self.n_heads, self.head_dim)
-        k = self.k_proj(x).view(batch, seq, self.n_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(batch, seq, self.n_kv_heads, self.head_dim)
-        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        heads, kv_heads, head_dim = self.n_heads, self.n_kv_heads, self.head_dim
+        qkv = self.qkv_proj(x)
+        # the rotary embedding once over the query and key heads together
+        qk = _rotate(qkv[..., :(heads + kv_heads) * head_dim].view(batch, seq, heads + kv_heads, head_dim), cos, sin)
+        q, k = qk[:, :, :heads], qk[:, :, heads:]
+        v = qkv[..., (heads + kv_heads) * head_dim:].view(batch, seq, kv_heads, head_dim)
         torch.ops.llama.update_cache(k, self.k_cache, start_pos)
         torch.ops.llama.update_cache(v, self.v_cache, start_pos)
         if self.use_sdpa_with_kv_cache:
@@ -111,12 +131,14 @@ class _Layer(nn.Module):
         self.self_attn = _Attention(hf_layer.self_attn, shape, use_sdpa_with_kv_cache, dtype)
         self.post_attention_layernorm = _RMSNorm(hf_layer.post_attention_layernorm)
         mlp = hf_layer.mlp
-        self.gate_proj, self.up_proj, self.down_proj = mlp.gate_proj, mlp.up_proj, mlp.down_proj
+        self.hidden = mlp.gate_proj.weight.shape[0]
+        self.gate_up_proj = _stacked_linear(mlp.gate_proj, mlp.up_proj)  # [.., gate | up]
+        self.down_proj = mlp.down_proj
 
     def forward(self, x, cos, sin, start_pos):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, start_pos)
-        h = self.post_attention_layernorm(x)
-        return x + self.down_proj(torch.nn.functional.silu(self.gate_proj(h)) * self.up_proj(h))
+        gate_up = self.gate_up_proj(self.post_attention_layernorm(x))
+        return x + self.down_proj(torch.nn.functional.silu(gate_up[..., :self.hidden]) * gate_up[..., self.hidden:])
 
 
 class StaticKVDecoder(nn.Module):
@@ -124,7 +146,9 @@ class StaticKVDecoder(nn.Module):
 
     Args:
         hf_model: a transformers ``*ForCausalLM`` of the Llama family (``config.model_type`` in
-            :data:`SUPPORTED_MODEL_TYPES`). Its modules (and so its weights) are shared, not copied.
+            :data:`SUPPORTED_MODEL_TYPES`). Its modules (and so its weights) are shared, not copied, but for
+            each layer's q/k/v and gate/up projections, stacked into one linear each (``qkv_proj``,
+            ``gate_up_proj``: one matmul where there were three and two).
         max_context_len: rows of each KV cache; positions ``0 .. max_context_len - 1``.
         use_sdpa_with_kv_cache: attention by ``llama::custom_sdpa`` (the default) or by ATen's SDPA
             over the whole cache with a mask.
