@@ -144,6 +144,40 @@ Error set_kernel_threads(size_t num_threads) {
 
 size_t kernel_threads() { return pool().threads(); }
 
-void parallel_for(size_t n, size_t grain, ParallelFn fn, void* context) { pool().parallel_for(n, grain, fn, context); }
+namespace {
+
+struct LentPool {
+  ParallelForProvider provider = nullptr;
+  void* state = nullptr;
+};
+
+std::mutex& lent_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+LentPool& lent_pool() {
+  static LentPool lent;
+  return lent;
+}
+
+}  // namespace
+
+void set_parallel_for_provider(ParallelForProvider provider, void* state) {
+  std::lock_guard<std::mutex> lock(lent_mutex());
+  lent_pool() = LentPool{provider, state};
+}
+
+void parallel_for(size_t n, size_t grain, ParallelFn fn, void* context) {
+  if (pool().threads() > 1 && n > (grain == 0 ? 1 : grain)) {
+    LentPool lent;
+    {
+      std::lock_guard<std::mutex> lock(lent_mutex());
+      lent = lent_pool();
+    }
+    if (lent.provider != nullptr && lent.provider(lent.state, n, grain == 0 ? 1 : grain, fn, context)) return;
+  }
+  pool().parallel_for(n, grain, fn, context);
+}
 
 }  // namespace etkit::runtime

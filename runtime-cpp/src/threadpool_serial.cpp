@@ -18,4 +18,6 @@ void parallel_for(size_t n, size_t /*grain*/, ParallelFn fn, void* context) {
   if (n > 0) fn(context, 0, n);
 }
 
+void set_parallel_for_provider(ParallelForProvider /*provider*/, void* /*state*/) {}
+
 }  // namespace etkit::runtime

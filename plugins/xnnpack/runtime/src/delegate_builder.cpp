@@ -14,6 +14,7 @@
 #include "payload.h"
 #include "xnn_internals.h"
 #include "xnn_types.h"
+#include "etkit/runtime/threadpool.h"
 
 namespace etkit_xnnpack {
 
@@ -42,6 +43,28 @@ Error internal(const char* what, xnn_status status) {
   return set_error(Error::Internal, "XnnpackBackend: %s failed with %s", what, xnn_status_name(status));
 }
 
+/// A runtime loop (etkit::runtime::ParallelFn over [0, n)) on a pthreadpool.
+struct PoolLoop {
+  etkit::runtime::ParallelFn fn;
+  void* context;
+};
+
+void run_pool_tile(void* loop, size_t begin, size_t count) {
+  auto* l = static_cast<PoolLoop*>(loop);
+  l->fn(l->context, begin, begin + count);
+}
+
+/// etkit::runtime::ParallelForProvider over the pthreadpool `state`: about four tiles per thread, none
+/// smaller than `grain` (pthreadpool serializes calls from several threads).
+bool parallel_for_on_pool(void* state, size_t n, size_t grain, etkit::runtime::ParallelFn fn, void* context) {
+  auto pool = static_cast<pthreadpool_t>(state);
+  const size_t threads = pthreadpool_get_threads_count(pool);
+  const size_t target = (n + threads * 4 - 1) / (threads * 4);
+  PoolLoop loop{fn, context};
+  pthreadpool_parallelize_1d_tile_1d(pool, &run_pool_tile, &loop, n, target > grain ? target : grain, 0);
+  return true;
+}
+
 /// One pthreadpool per thread count for the whole process, shared by every delegate (as ExecuTorch
 /// shares its threadpool): a pool per delegate would leave several sets of workers spinning for the
 /// same cores. Pools live until the process exits; pthreadpool serializes concurrent parallel calls.
@@ -51,6 +74,9 @@ pthreadpool_t shared_threadpool(size_t num_threads) {
   std::lock_guard<std::mutex> lock(mutex);
   pthreadpool_t& pool = pools[num_threads];
   if (pool == nullptr) pool = pthreadpool_create(num_threads);
+  // the runtime's kernels (llama::custom_sdpa, ...) run their loops on these threads too: two pools on the
+  // same cores would take turns, each waiting for the other's workers to stop spinning
+  if (pool != nullptr && num_threads > 1) etkit::runtime::set_parallel_for_provider(&parallel_for_on_pool, pool);
   return pool;
 }
 

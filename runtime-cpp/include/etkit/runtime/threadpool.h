@@ -1,6 +1,8 @@
 // The runtime's own worker threads, for kernels that split their work (ExecuTorch's extension/threadpool
-// shape: one process-wide pool, sized once, that a kernel hands a loop to). Delegates keep their own
-// threads (a backend's pool); this one serves the runtime's kernels, e.g. llama::custom_sdpa.
+// shape: one process-wide pool, sized once, that a kernel hands a loop to), e.g. llama::custom_sdpa.
+// A backend whose library keeps its own threads can lend them (set_parallel_for_provider): the kernels'
+// loops then run on the delegate's threads, so one set of threads serves the whole Method instead of two
+// pools taking turns on the same cores (a library's workers spin for a while after each op).
 //
 // parallel_for never allocates: the job lives on the caller's stack and the workers exist before the
 // first execute(). Calls from two threads at once do not share the pool: the second caller runs its loop
@@ -34,5 +36,14 @@ size_t kernel_threads();
 /// workers, and returns when every item is done. With one thread, n <= grain, or the pool busy with
 /// another caller, fn(context, 0, n) runs on the calling thread.
 void parallel_for(size_t n, size_t grain, ParallelFn fn, void* context);
+
+/// Runs fn over [0, n) in chunks of at least `grain` items on another pool's threads and the caller, and
+/// returns true when every item is done; false leaves the loop to the runtime's own pool.
+using ParallelForProvider = bool (*)(void* state, size_t n, size_t grain, ParallelFn fn, void* context);
+
+/// Hands parallel_for's loops, while kernel_threads() > 1, to `provider` (called with `state`); nullptr gives
+/// them back to the runtime's pool. Process-wide; the last call wins. A backend calls it when it creates
+/// the threads its delegates run on; `state` must stay valid for the rest of the process.
+void set_parallel_for_provider(ParallelForProvider provider, void* state);
 
 }  // namespace etkit::runtime
