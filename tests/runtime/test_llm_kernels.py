@@ -70,6 +70,8 @@ SDPA_CASES = [
     pytest.param(1, 2, 6, 2, 24, 300, 100, True, None, id="gqa-groups3"),
     pytest.param(2, 2, 10, 2, 12, 270, 200, False, None, id="gqa-groups5"),
     pytest.param(1, 1, 12, 2, 5, 300, 290, True, 0.7, id="gqa-groups6-headdim5"),
+    # scores spread over hundreds: most exponents fall below the vector exp's -87 cut-off (they give 0)
+    pytest.param(1, 4, 6, 2, 32, 300, 120, True, 8.0, id="sharp-scores-underflow"),
 ]
 
 
@@ -172,6 +174,26 @@ def test_custom_sdpa_ignores_cache_rows_past_the_window():
     assert torch.equal(clean, dirty)
     torch.testing.assert_close(clean, custom_sdpa_reference(q, k, v, start_pos, is_causal=True),
                                atol=ATOL, rtol=RTOL)
+
+
+def test_custom_sdpa_propagates_nan_to_the_rows_that_see_it():
+    """A NaN in a query row, or in a key row inside the window, makes NaN exactly the outputs that attend
+    to it (the vector exp must not turn a NaN score into a probability of 0); the other outputs equal
+    torch's SDPA on clean inputs. (torch's masked SDPA spreads a NaN key to every query row, masked or
+    not, so it is not the reference for which rows are NaN.)"""
+    torch.manual_seed(2)
+    B, S, H, H_kv, D, max_S, start_pos = 1, 20, 6, 2, 32, 64, 10
+    q, k, v = torch.randn(B, S, H, D), torch.randn(B, max_S, H_kv, D), torch.randn(B, max_S, H_kv, D)
+    clean = _torch_sdpa(q, k, v, start_pos, True, None)
+    q[0, 3, 4, 7] = float("nan")               # query position 3, head 4
+    k[0, start_pos + 12, 0, 5] = float("nan")  # seen by query positions 12.. of kv head 0 (heads 0-2)
+    (got,) = _export_sdpa(q, k, v, start_pos, True, None).execute([q, k, v, torch.tensor([start_pos])])
+    expected_nan = torch.zeros(B, S, H, dtype=torch.bool)
+    expected_nan[0, 3, 4] = True
+    expected_nan[0, 12:, 0:3] = True
+    assert torch.equal(got.isnan().any(-1), expected_nan)
+    assert got[expected_nan].isnan().all()
+    torch.testing.assert_close(got[~expected_nan], clean[~expected_nan], atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize("start_pos", [299, 1000, -1], ids=["just-past-end", "far-past-end", "negative"])
