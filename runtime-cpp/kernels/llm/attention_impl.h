@@ -15,6 +15,7 @@
 // the runtime's worker pool (threadpool.h) when there is enough work to pay for waking it.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -56,6 +57,7 @@ inline float f32(uint16_t h) { return half_to_float(h); }
 #if defined(__AVX512F__)
 constexpr int kLanes = 16;
 constexpr int kAccRegs = 24;  // registers accumulate_values may hold output blocks in (of 32)
+constexpr bool kWideItems = true;  // items of several consecutive positions (see Attention)
 struct Vec {
   __m512 v;
   static Vec zero() { return {_mm512_setzero_ps()}; }
@@ -116,6 +118,7 @@ inline Vec exp_nonpositive(Vec x) {
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int kLanes = 8;
 constexpr int kAccRegs = 12;  // of 16 registers: the rest hold value vectors and a broadcast
+constexpr bool kWideItems = true;
 struct Vec {
   __m256 v;
   static Vec zero() { return {_mm256_setzero_ps()}; }
@@ -173,9 +176,66 @@ inline Vec exp_nonpositive(Vec x) {
   const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
   return {_mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x.v, lowest, _CMP_LT_OQ))};
 }
+#elif defined(__GNUC__) || defined(__clang__)
+// The generic copy: 8 lanes as a GCC/Clang vector type, which the compiler maps to the target's registers
+// (two SSE2 or NEON registers, one AVX register). A Vec may take 2 registers, so items stay one position
+// wide (kMaxRows rows), output blocks are one Vec, and scores go a key at a time for all rows (dot_rows:
+// kLanes accumulators per key, as sum_each needs, would not fit 16 registers).
+constexpr int kLanes = 8;
+constexpr int kAccRegs = 4;
+constexpr bool kWideItems = false;
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+struct Vec {
+  Lanes v;
+  static Vec zero() { return {Lanes{}}; }
+  static Vec splat(float x) { return {Lanes{} + x}; }
+  static Vec load(const float* p) {
+    Vec r;
+    std::memcpy(&r.v, p, sizeof(r.v));
+    return r;
+  }
+  static Vec load(const uint16_t* p) {
+    float f[kLanes];
+    for (int j = 0; j < kLanes; ++j) f[j] = half_to_float(p[j]);
+    return load(f);
+  }
+  void store(float* p) const { std::memcpy(p, &v, sizeof(v)); }
+  float sum() const {  // pairwise, as the vector copies reduce
+    float t[kLanes];
+    std::memcpy(t, &v, sizeof(v));
+    for (int w = kLanes / 2; w >= 1; w /= 2) {
+      for (int j = 0; j < w; ++j) t[j] += t[j + w];
+    }
+    return t[0];
+  }
+  float max() const {
+    float m = v[0];
+    for (int j = 1; j < kLanes; ++j) m = m > v[j] ? m : v[j];
+    return m;
+  }
+};
+inline Vec fma(Vec a, Vec b, Vec c) { return {a.v * b.v + c.v}; }
+inline Vec mul(Vec a, Vec b) { return {a.v * b.v}; }
+inline Vec add(Vec a, Vec b) { return {a.v + b.v}; }
+inline Vec sub(Vec a, Vec b) { return {a.v - b.v}; }
+inline Vec vmax(Vec a, Vec b) {  // as the vector instructions: b unless a > b (so b when either is NaN)
+  for (int j = 0; j < kLanes; ++j) a.v[j] = a.v[j] > b.v[j] ? a.v[j] : b.v[j];
+  return a;
+}
+inline Vec sum_each(const Vec* a) {
+  Vec r;
+  for (int j = 0; j < kLanes; ++j) r.v[j] = a[j].sum();
+  return r;
+}
+inline Vec exp_nonpositive(Vec x) {
+  for (int j = 0; j < kLanes; ++j) x.v[j] = std::exp(x.v[j]);
+  return x;
+}
 #else
 constexpr int kLanes = 8;
-constexpr int kAccRegs = 12;
+// Another compiler: 8 floats it may vectorize; items stay one position wide, output blocks one Vec.
+constexpr int kAccRegs = 4;
+constexpr bool kWideItems = false;
 struct Vec {
   float v[kLanes];
   static Vec zero() { return splat(0.f); }
@@ -237,6 +297,24 @@ inline Vec exp_nonpositive(Vec x) {
   return x;
 }
 #endif
+
+/// res[r] = q[r] . k for NQ rows: kLanes partial sums per row, reduced at the end; each key element
+/// loaded serves all NQ rows (the copies without kWideItems score keys this way).
+template <int NQ, typename T>
+inline void dot_rows(const float* const* q, const T* __restrict k, int64_t n, float* __restrict res) {
+  Vec acc[NQ];
+  for (int r = 0; r < NQ; ++r) acc[r] = Vec::zero();
+  int64_t d = 0;
+  for (; d + kLanes <= n; d += kLanes) {
+    const Vec kv = Vec::load(k + d);
+    for (int r = 0; r < NQ; ++r) acc[r] = fma(Vec::load(q[r] + d), kv, acc[r]);
+  }
+  for (int r = 0; r < NQ; ++r) {
+    float s = acc[r].sum();
+    for (int64_t e = d; e < n; ++e) s += q[r][e] * f32(k[e]);
+    res[r] = s;
+  }
+}
 
 /// q . k over n elements: kLanes partial sums (one register), reduced at the end.
 template <typename T>
@@ -365,13 +443,21 @@ void attend_rows(const float* const* q, float* const* out, const int64_t* length
     // the last block rounded up to kLanes keys while the cache has the rows (their scores are not used)
     const int64_t n_blocks = std::min((n + kLanes - 1) / kLanes * kLanes, readable - t0);
     int64_t j = 0;
-    for (; j + kLanes <= n_blocks; j += kLanes) {
-      for (int r = 0; r < NQ; ++r) {
-        mul(dot_keys<T>(q[r], kt + j * row_stride, row_stride, head_dim), scale_v).store(&scores[r][j]);
+    if constexpr (kWideItems) {
+      for (; j + kLanes <= n_blocks; j += kLanes) {
+        for (int r = 0; r < NQ; ++r) {
+          mul(dot_keys<T>(q[r], kt + j * row_stride, row_stride, head_dim), scale_v).store(&scores[r][j]);
+        }
       }
-    }
-    for (; j < n; ++j) {
-      for (int r = 0; r < NQ; ++r) scores[r][j] = scale * dot_one<T>(q[r], kt + j * row_stride, head_dim);
+      for (; j < n; ++j) {
+        for (int r = 0; r < NQ; ++r) scores[r][j] = scale * dot_one<T>(q[r], kt + j * row_stride, head_dim);
+      }
+    } else {
+      for (; j < n; ++j) {
+        float dots[NQ];
+        dot_rows<NQ, T>(q, kt + j * row_stride, head_dim, dots);
+        for (int r = 0; r < NQ; ++r) scores[r][j] = scale * dots[r];
+      }
     }
     int64_t seen[NQ];  // keys of this tile row r sees
     int64_t common = n;  // keys every row sees
@@ -444,7 +530,8 @@ struct Attention {
   bool is_causal;
   float scale;
   int64_t groups, blocks;  // query heads per kv head; blocks of kMaxRows of them per kv head
-  int64_t positions;       // positions per item (1 for float16, whose rows are converted on the stack)
+  int64_t positions;       // positions per item (1 for float16, whose rows are converted on the stack,
+                           // and in the generic copy)
 
   int64_t position_blocks() const { return (seq + positions - 1) / positions; }
   int64_t items(int64_t batch) const { return batch * position_blocks() * kv_heads * blocks; }
@@ -505,7 +592,7 @@ ETKIT_ATTENTION_FLATTEN void attend_all(const AttentionProblem& p) {
   const int64_t groups = p.heads / p.kv_heads;
   const int64_t blocks = (groups + kMaxRows - 1) / kMaxRows;
   const int64_t per_position = std::min<int64_t>(kMaxRows, groups);
-  const int64_t positions = std::is_same<T, float>::value ? kMaxBlockRows / per_position : 1;
+  const int64_t positions = kWideItems && std::is_same<T, float>::value ? kMaxBlockRows / per_position : 1;
   const Attention<T> attention{static_cast<const T*>(p.query), static_cast<const T*>(p.key),
                                static_cast<const T*>(p.value), static_cast<T*>(p.out),
                                p.seq, p.heads, p.kv_heads, p.head_dim, p.max_seq, p.start_pos, p.is_causal,
