@@ -177,12 +177,11 @@ inline Vec exp_nonpositive(Vec x) {
   return {_mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x.v, lowest, _CMP_LT_OQ))};
 }
 #elif defined(__GNUC__) || defined(__clang__)
-// The generic copy: 8 lanes as a GCC/Clang vector type, which the compiler maps to the target's registers
-// (two SSE2 or NEON registers, one AVX register). A Vec may take 2 registers, so items stay one position
-// wide (kMaxRows rows), output blocks are one Vec, and scores go a key at a time for all rows (dot_rows:
-// kLanes accumulators per key, as sum_each needs, would not fit 16 registers).
-constexpr int kLanes = 8;
-constexpr int kAccRegs = 4;
+// The generic copy: 4 lanes as a GCC/Clang vector type, one register on every 128-bit SIMD target
+// (SSE2, NEON), so a Vec never goes through memory between functions. Items stay one position wide
+// (kMaxRows rows) and scores go a key at a time for all rows (dot_rows).
+constexpr int kLanes = 4;
+constexpr int kAccRegs = 8;
 constexpr bool kWideItems = false;
 typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 struct Vec {
