@@ -95,25 +95,12 @@ inline Vec sum_each(const Vec* a) {
   return {_mm512_permutexvar_ps(kLaneOfKey, e)};
 }
 
-/// exp(x) for x <= 0 (a score minus the row's max); NaN stays NaN, x < -87 gives 0. x = n ln2 + r with
-/// |r| <= ln2 / 2 (ln2 in two parts, so r is exact to float rounding); e^r by its Taylor series to r^6
-/// (relative error below 2e-7); scalef multiplies by 2^n.
-inline Vec exp_nonpositive(Vec x) {
-  const __m512 lowest = _mm512_set1_ps(-87.f);
-  const __m512 xc = _mm512_max_ps(lowest, x.v);  // the second operand when either is NaN: NaN stays
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-  __m512 p = _mm512_set1_ps(1.f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  const __m512 y = _mm512_scalef_ps(p, n);
-  return {_mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x.v, lowest, _CMP_LT_OQ), _mm512_setzero_ps())};
+/// The pieces of exp_nonpositive (below) this instruction set does its own way: rounding to the nearest
+/// integer; y * 2^n for integral n in [-126, 0]; and y where x >= lowest, else 0 (NaN x keeps y).
+inline Vec round_nearest(Vec x) { return {_mm512_roundscale_ps(x.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+inline Vec times_pow2(Vec y, Vec n) { return {_mm512_scalef_ps(y.v, n.v)}; }
+inline Vec zero_below(Vec y, Vec x, Vec lowest) {
+  return {_mm512_mask_mov_ps(y.v, _mm512_cmp_ps_mask(x.v, lowest.v, _CMP_LT_OQ), _mm512_setzero_ps())};
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int kLanes = 8;
@@ -156,38 +143,42 @@ inline Vec sum_each(const Vec* a) {
   return {_mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31))};
 }
 
-/// exp(x) for x <= 0 (see the AVX-512 copy): 2^n is built in the float's exponent bits.
-inline Vec exp_nonpositive(Vec x) {
-  const __m256 lowest = _mm256_set1_ps(-87.f);
-  const __m256 xc = _mm256_max_ps(lowest, x.v);  // the second operand when either is NaN: NaN stays
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
-  __m256 p = _mm256_set1_ps(1.f / 720);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  // n in [-126, 0]: (n + 127) << 23 is 2^n as a normal float
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-  return {_mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x.v, lowest, _CMP_LT_OQ))};
+/// The pieces of exp_nonpositive (see the AVX-512 copy); 2^n is built in the float's exponent bits.
+inline Vec round_nearest(Vec x) { return {_mm256_round_ps(x.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+inline Vec times_pow2(Vec y, Vec n) {  // (n + 127) << 23 is 2^n as a normal float
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127)), 23);
+  return {_mm256_mul_ps(y.v, _mm256_castsi256_ps(bits))};
 }
-#elif defined(__GNUC__) || defined(__clang__)
-// The generic copy: 4 lanes as a GCC/Clang vector type, one register on every 128-bit SIMD target
-// (SSE2, NEON), so a Vec never goes through memory between functions. Items stay one position wide
-// (kMaxRows rows) and scores go a key at a time for all rows (dot_rows).
-constexpr int kLanes = 4;
-constexpr int kAccRegs = 8;
+inline Vec zero_below(Vec y, Vec x, Vec lowest) {
+  return {_mm256_blendv_ps(y.v, _mm256_setzero_ps(), _mm256_cmp_ps(x.v, lowest.v, _CMP_LT_OQ))};
+}
+#else
+// The generic copy. With GCC or Clang, 4 lanes as a vector type: one register on every 128-bit SIMD
+// target (SSE2, NEON), so a Vec never goes through memory between functions; with another compiler, 8
+// floats it may vectorize. Items stay one position wide (kMaxRows rows) and scores go a key at a time
+// for all rows (dot_rows).
 constexpr bool kWideItems = false;
+constexpr int kAccRegs = 8;
+#if defined(__GNUC__) || defined(__clang__)
+#define ETKIT_ATTENTION_VECTOR_TYPE 1
+constexpr int kLanes = 4;
 typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+#else
+constexpr int kLanes = 8;
+struct Lanes {
+  float x[kLanes];
+  float& operator[](int j) { return x[j]; }
+  float operator[](int j) const { return x[j]; }
+};
+#endif
 struct Vec {
   Lanes v;
-  static Vec zero() { return {Lanes{}}; }
-  static Vec splat(float x) { return {Lanes{} + x}; }
+  static Vec zero() { return splat(0.f); }
+  static Vec splat(float x) {
+    Vec r;
+    for (int j = 0; j < kLanes; ++j) r.v[j] = x;
+    return r;
+  }
   static Vec load(const float* p) {
     Vec r;
     std::memcpy(&r.v, p, sizeof(r.v));
@@ -213,59 +204,13 @@ struct Vec {
     return m;
   }
 };
+#ifdef ETKIT_ATTENTION_VECTOR_TYPE
 inline Vec fma(Vec a, Vec b, Vec c) { return {a.v * b.v + c.v}; }
 inline Vec mul(Vec a, Vec b) { return {a.v * b.v}; }
 inline Vec add(Vec a, Vec b) { return {a.v + b.v}; }
 inline Vec sub(Vec a, Vec b) { return {a.v - b.v}; }
-inline Vec vmax(Vec a, Vec b) {  // as the vector instructions: b unless a > b (so b when either is NaN)
-  for (int j = 0; j < kLanes; ++j) a.v[j] = a.v[j] > b.v[j] ? a.v[j] : b.v[j];
-  return a;
-}
-inline Vec sum_each(const Vec* a) {
-  Vec r;
-  for (int j = 0; j < kLanes; ++j) r.v[j] = a[j].sum();
-  return r;
-}
-inline Vec exp_nonpositive(Vec x) {
-  for (int j = 0; j < kLanes; ++j) x.v[j] = std::exp(x.v[j]);
-  return x;
-}
+#undef ETKIT_ATTENTION_VECTOR_TYPE
 #else
-constexpr int kLanes = 8;
-// Another compiler: 8 floats it may vectorize; items stay one position wide, output blocks one Vec.
-constexpr int kAccRegs = 4;
-constexpr bool kWideItems = false;
-struct Vec {
-  float v[kLanes];
-  static Vec zero() { return splat(0.f); }
-  static Vec splat(float x) {
-    Vec r;
-    for (int j = 0; j < kLanes; ++j) r.v[j] = x;
-    return r;
-  }
-  template <typename T>
-  static Vec load(const T* p) {
-    Vec r;
-    for (int j = 0; j < kLanes; ++j) r.v[j] = f32(p[j]);
-    return r;
-  }
-  void store(float* p) const {
-    for (int j = 0; j < kLanes; ++j) p[j] = v[j];
-  }
-  float sum() const {  // pairwise, as the vector copies reduce
-    float t[kLanes];
-    for (int j = 0; j < kLanes; ++j) t[j] = v[j];
-    for (int w = kLanes / 2; w >= 1; w /= 2) {
-      for (int j = 0; j < w; ++j) t[j] += t[j + w];
-    }
-    return t[0];
-  }
-  float max() const {
-    float m = v[0];
-    for (int j = 1; j < kLanes; ++j) m = m > v[j] ? m : v[j];
-    return m;
-  }
-};
 inline Vec fma(Vec a, Vec b, Vec c) {
   for (int j = 0; j < kLanes; ++j) c.v[j] += a.v[j] * b.v[j];
   return c;
@@ -282,6 +227,7 @@ inline Vec sub(Vec a, Vec b) {
   for (int j = 0; j < kLanes; ++j) a.v[j] -= b.v[j];
   return a;
 }
+#endif
 inline Vec vmax(Vec a, Vec b) {  // as the vector instructions: b unless a > b (so b when either is NaN)
   for (int j = 0; j < kLanes; ++j) a.v[j] = a.v[j] > b.v[j] ? a.v[j] : b.v[j];
   return a;
@@ -294,6 +240,22 @@ inline Vec sum_each(const Vec* a) {
 inline Vec exp_nonpositive(Vec x) {
   for (int j = 0; j < kLanes; ++j) x.v[j] = std::exp(x.v[j]);
   return x;
+}
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+/// exp(x) for x <= 0 (a score minus the row's max); NaN stays NaN, x < -87 gives 0. x = n ln2 + r with
+/// |r| <= ln2 / 2 (ln2 in two parts, so r is exact to float rounding); e^r by its Taylor series to r^6
+/// (relative error below 2e-7), then times 2^n.
+inline Vec exp_nonpositive(Vec x) {
+  const Vec lowest = Vec::splat(-87.f);
+  const Vec xc = vmax(lowest, x);  // the second operand when either is NaN: NaN stays
+  const Vec n = round_nearest(mul(xc, Vec::splat(1.44269504088896341f)));
+  Vec r = fma(n, Vec::splat(-0.693145751953125f), xc);
+  r = fma(n, Vec::splat(-1.428606765330187e-06f), r);
+  Vec p = Vec::splat(1.f / 720);
+  for (const float c : {1.f / 120, 1.f / 24, 1.f / 6, 0.5f, 1.f, 1.f}) p = fma(p, r, Vec::splat(c));
+  return zero_below(times_pow2(p, n), x, lowest);
 }
 #endif
 
