@@ -53,7 +53,7 @@ inline float f32(float x) { return x; }
 inline float f32(uint16_t h) { return half_to_float(h); }
 
 // Vec: kLanes floats in one register of this copy's instruction set (AVX-512: 16, AVX2: 8), or, in the
-// generic copy, an array of 8 the compiler vectorizes as the target allows. load() converts float16.
+// generic copy, 4 lanes of a GCC/Clang vector type (8 floats with another compiler). load() converts float16.
 #if defined(__AVX512F__)
 constexpr int kLanes = 16;
 constexpr int kAccRegs = 24;  // registers accumulate_values may hold output blocks in (of 32)
@@ -260,7 +260,8 @@ inline Vec exp_nonpositive(Vec x) {
 #endif
 
 /// res[r] = q[r] . k for NQ rows: kLanes partial sums per row, reduced at the end; each key element
-/// loaded serves all NQ rows (the copies without kWideItems score keys this way).
+/// loaded serves all NQ rows (the copies without kWideItems score keys this way, the others a tile's
+/// last few keys).
 template <int NQ, typename T>
 inline void dot_rows(const float* const* q, const T* __restrict k, int64_t n, float* __restrict res) {
   Vec acc[NQ];
@@ -275,17 +276,6 @@ inline void dot_rows(const float* const* q, const T* __restrict k, int64_t n, fl
     for (int64_t e = d; e < n; ++e) s += q[r][e] * f32(k[e]);
     res[r] = s;
   }
-}
-
-/// q . k over n elements: kLanes partial sums (one register), reduced at the end.
-template <typename T>
-inline float dot_one(const float* __restrict q, const T* __restrict k, int64_t n) {
-  Vec acc = Vec::zero();
-  int64_t d = 0;
-  for (; d + kLanes <= n; d += kLanes) acc = fma(Vec::load(q + d), Vec::load(k + d), acc);
-  float s = acc.sum();
-  for (; d < n; ++d) s += q[d] * f32(k[d]);
-  return s;
 }
 
 /// Lane j = q . k_j for the kLanes key rows k_j = k + j * row_stride: one accumulator per key (the query
@@ -379,9 +369,10 @@ inline void accumulate_values(float* const* out, const float (*p)[kTile], const 
 /// consecutive positions see different lengths under the causal mask):
 /// out[r] = sum_{j < lengths[r]} softmax_j(scale * q[r] . k_j) v_j.
 /// k and v point at key row 0 of the kv head; consecutive key rows are row_stride elements apart, and
-/// `readable` rows (the cache's max_seq) may be read. Scores are computed for every row over the longest length, then a key past a row's length gets a
-/// score of -inf (probability exactly 0) and is left out of that row's value sum, so cache rows a row
-/// must not see (even NaN ones) never reach its output.
+/// `readable` rows (the cache's max_seq) may be read. Scores are computed for every row over the
+/// longest length, then a key past a row's length gets a score of -inf (probability exactly 0) and is
+/// left out of that row's value sum, so cache rows a row must not see (even NaN ones) never reach its
+/// output.
 template <int NQ, typename T>
 void attend_rows(const float* const* q, float* const* out, const int64_t* lengths, const T* k, const T* v,
                  int64_t readable, int64_t row_stride, int64_t head_dim, float scale) {
@@ -411,7 +402,11 @@ void attend_rows(const float* const* q, float* const* out, const int64_t* length
         }
       }
       for (; j < n; ++j) {
-        for (int r = 0; r < NQ; ++r) scores[r][j] = scale * dot_one<T>(q[r], kt + j * row_stride, head_dim);
+        for (int r = 0; r < NQ; ++r) {
+          float dot;
+          dot_rows<1, T>(&q[r], kt + j * row_stride, head_dim, &dot);
+          scores[r][j] = scale * dot;
+        }
       }
     } else {
       for (; j < n; ++j) {
@@ -449,7 +444,7 @@ void attend_rows(const float* const* q, float* const* out, const int64_t* length
       }
       float tile_sum = sum_v.sum();
       for (; e < n; ++e) {
-        const float p = seen[r] > e ? std::exp(scores[r][e] - new_max) : 0.f;
+        const float p = std::exp(scores[r][e] - new_max);  // 0 for a key past the row's length
         scores[r][e] = p;
         tile_sum += p;
       }
