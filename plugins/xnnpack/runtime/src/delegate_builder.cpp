@@ -150,6 +150,18 @@ void load_operator_names(DelegateState& state, const std::vector<uint32_t>& xnod
   }
 }
 
+/// Plans the runtime's memory once for the payload's dims (a dynamic input's upper bounds) while the
+/// program loads, so the workspace shared by the Method's delegates reaches the size their largest shapes
+/// need here. Otherwise each delegate's first execute grows it (XNNPACK allocates a new zeroed workspace
+/// and copies the old one), which a 30-layer LLM's first prefill paid in page faults. A graph whose values
+/// would take more than kPlanAtLoadBytes at their upper bounds is planned at its first execute, for the
+/// shapes it gets. Best effort: execute reshapes with the real shapes and reports any failure there.
+void plan_workspace_at_bounds(DelegateState& state) {
+  constexpr uint64_t kPlanAtLoadBytes = uint64_t{64} << 20;
+  if (state.bound_value_bytes > kPlanAtLoadBytes) return;
+  (void)xnn_reshape_runtime(state.runtime);
+}
+
 Error create_runtime(xnn_subgraph_t subgraph, const std::vector<uint32_t>& xnode_of_node,
                      const RuntimeOptions& options, DelegateState& state) {
   if (options.workspace_key != nullptr) {
@@ -256,6 +268,7 @@ Result<DelegateState*> build_delegate(FreeableBuffer* processed, const NamedData
   ETKIT_CHECK_OK(define_nodes(subgraph.get(), payload.graph, values, &read_at_run_time, &xnode_of_node));
   ETKIT_CHECK_OK(create_runtime(subgraph.get(), xnode_of_node, options, *state));
   subgraph.reset();
+  plan_workspace_at_bounds(*state);
   release_packed_constants(*state, values, read_at_run_time);
   if (!state->payload_pinned) state->payload.Free();  // XNNPACK holds no pointer into it
 

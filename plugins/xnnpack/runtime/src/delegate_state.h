@@ -52,6 +52,7 @@ class DelegateState {
   // reads at run time are kept (packed filters and biases are released, see build_delegate):
   etkit::runtime::FreeableBuffer payload;             // the processed bytes (flatbuffer + constants)
   bool fp16_inference = false;  // the runtime was created with XNN_FLAG_FORCE_FP16_INFERENCE
+  uint64_t bound_value_bytes = 0;  // bytes of the values without data (inputs, outputs, internal) at the payload's dims
   bool payload_pinned = false;  // a value read at run time lies in `payload`: keep it after init
   std::vector<etkit::runtime::FreeableBuffer> named_data;  // constants fetched from the NamedDataMap
   std::vector<std::vector<uint16_t>> bf16_scales;     // block scales (bf16), owned copies

@@ -480,6 +480,7 @@ Error define_values(xnn_subgraph_t subgraph, const PayloadView& payload, const N
     ctx.id_out = 0;
     ETKIT_CHECK_OK(define_one_value(ctx, xvalues->Get(i), values));
   }
+  state.bound_value_bytes = ctx.value_bytes;
   std::sort(state.inputs.begin(), state.inputs.end(), by_external_id);
   std::sort(state.outputs.begin(), state.outputs.end(), by_external_id);
   return check_external_ids(state, payload.graph->num_externs());
