@@ -48,6 +48,23 @@ constexpr int64_t kTile = 128;      // key rows per tile
 constexpr int kMaxRows = 4;         // query heads of one position sharing one kv head, processed together (GQA)
 constexpr int kMaxBlockRows = 12;   // query rows of one item: up to kMaxRows heads of consecutive positions
 
+/// Asks for the cache lines of `count` rows of `elements` values each, `row_stride` elements apart, to be
+/// brought to L1 (kLocality 3) or L2 (2): a hint that never faults (nothing where the compiler has none). The
+/// cache is read a few hundred bytes per row at a stride of every kv head's row, and between two decode
+/// steps the weights have streamed through the caches, so without it each row's first load waits for memory.
+template <int kLocality, typename T>
+inline void prefetch_rows(const T* rows, int64_t count, int64_t row_stride, int64_t elements) {
+#if defined(__GNUC__) || defined(__clang__)
+  const int64_t bytes = elements * static_cast<int64_t>(sizeof(T));
+  for (int64_t j = 0; j < count; ++j) {
+    const char* row = reinterpret_cast<const char*>(rows + j * row_stride);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, kLocality);
+  }
+#else
+  (void)rows, (void)count, (void)row_stride, (void)elements;
+#endif
+}
+
 /// A cache element as float: float32 as is, float16 (IEEE binary16 bits) converted.
 inline float f32(float x) { return x; }
 inline float f32(uint16_t h) { return half_to_float(h); }
@@ -397,6 +414,15 @@ void attend_rows(const float* const* q, float* const* out, const int64_t* length
     int64_t j = 0;
     if constexpr (kWideItems) {
       for (; j + kLanes <= n_blocks; j += kLanes) {
+        if constexpr (NQ <= kMaxRows) {
+          // one position's rows (a decode step), too few to hide memory latency behind their arithmetic: ask
+          // for the next block's keys (to L1) and this block's value rows (to L2: a tile of them can fill
+          // L1; they are read after the tile's scores), a block at a time so the requests spread out. More
+          // rows find the cache already near from the items before them, and would only pay the requests.
+          const int64_t next = std::min<int64_t>(kLanes, n - j - kLanes);
+          if (next > 0) prefetch_rows<3>(kt + (j + kLanes) * row_stride, next, row_stride, head_dim);
+          prefetch_rows<2>(vt + j * row_stride, std::min<int64_t>(kLanes, n - j), row_stride, head_dim);
+        }
         for (int r = 0; r < NQ; ++r) {
           mul(dot_keys<T>(q[r], kt + j * row_stride, row_stride, head_dim), scale_v).store(&scores[r][j]);
         }
