@@ -346,7 +346,8 @@ def main() -> None:
                     notes.append(f"{variant}, {t} thread(s): ExecuTorch run failed, anchors used: {str(error)[-500:]}")
                     et_export = None
             r = _median_run(runs)
-            one_thread[variant] = (exported["pte_mb"], r) if t == 1 else one_thread.get(variant)
+            if t == 1:
+                one_thread[variant] = (exported["pte_mb"], r)
             row = _row(variant, t, exported["pte_mb"], exported["export_s"], exported["export_peak_rss_mb"], r)
             et = _median_run(et_list) if et_export is not None and et_list else None
             if args.repeats > 1:
