@@ -137,3 +137,57 @@ def test_the_cache_can_be_switched_off_per_load():
         torch.testing.assert_close(method.execute([x])[0], model(x), atol=1e-4, rtol=1e-4)
     with pytest.raises(Exception, match="weights_cache must be 0 or 1"):
         rt.set_backend_option("XnnpackBackend", "weights_cache", 2)
+
+
+def _thp_mode() -> str:
+    """The kernel's transparent-huge-page mode ("always", "madvise" or "never"; "" when it has none)."""
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return ""
+    return text[text.index("[") + 1:text.index("]")] if "[" in text else ""
+
+
+def _anon_huge_kb() -> int:
+    """This process's anonymous memory backed by transparent huge pages, KiB."""
+    for line in open("/proc/self/smaps_rollup"):
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _mlp(seed: int, width: int, hidden: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, width)).eval()
+
+
+@pytest.mark.skipif(_thp_mode() in ("", "never"),
+                    reason="needs Linux with transparent huge pages in 'always' or 'madvise' mode")
+def test_packed_weights_sit_in_huge_pages_and_a_neighbour_unloading_leaves_them_intact():
+    # Two programs of about 6.5 MB of packed float weights each: their blocks are consecutive in one
+    # chunk (packed_memory.h), so unloading the first gives back its pages while the second keeps the
+    # chunk; the second's bytes in the page it shares with the first must survive. (A 600-wide layer
+    # packs to 2,434,432 bytes, so the programs meet inside a page.)
+    width = 1000
+    first_model, second_model = _mlp(5, width, 600), _mlp(6, width, 600)
+    x = torch.randn(2, width)
+    buffers = [lower(m, (x,))[0].to_executorch().buffer for m in (first_model, second_model)]
+    before, huge_before = _stats(), _anon_huge_kb()
+    first = _load(buffers[0])
+    second = _load(buffers[1])
+    loaded = _stats()
+    added = loaded["bytes"] - before["bytes"]
+    assert added >= 8 << 20, loaded
+    assert loaded["huge_page_bytes"] - before["huge_page_bytes"] == added, "packed weights outside huge-page memory"
+    assert _anon_huge_kb() - huge_before >= 4096, "the kernel backed none of the packed weights with huge pages"
+    with torch.no_grad():
+        torch.testing.assert_close(first.execute([x])[0], first_model(x), atol=1e-4, rtol=1e-4)
+        expected = second_model(x)
+    torch.testing.assert_close(second.execute([x])[0], expected, atol=1e-4, rtol=1e-4)
+    del first
+    mid = _stats()
+    assert loaded["huge_page_bytes"] - mid["huge_page_bytes"] == loaded["bytes"] - mid["bytes"] > 0, mid
+    torch.testing.assert_close(second.execute([x])[0], expected, atol=1e-4, rtol=1e-4)
+    del second
+    after = _stats()
+    assert after["bytes"] == before["bytes"] and after["huge_page_bytes"] == before["huge_page_bytes"], after

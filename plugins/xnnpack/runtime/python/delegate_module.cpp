@@ -13,15 +13,17 @@ namespace {
 PyObject* weights_cache_stats(PyObject*, PyObject*) {
   etkit_xnnpack_weights_cache_stats s;
   etkit_xnnpack_get_weights_cache_stats(&s);
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n}", "entries", static_cast<Py_ssize_t>(s.entries), "bytes",
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n}", "entries", static_cast<Py_ssize_t>(s.entries), "bytes",
                        static_cast<Py_ssize_t>(s.bytes), "packs", static_cast<Py_ssize_t>(s.packs), "reuses",
-                       static_cast<Py_ssize_t>(s.reuses), "deduplicated", static_cast<Py_ssize_t>(s.deduplicated));
+                       static_cast<Py_ssize_t>(s.reuses), "deduplicated", static_cast<Py_ssize_t>(s.deduplicated),
+                       "huge_page_bytes", static_cast<Py_ssize_t>(s.huge_page_bytes));
 }
 
 PyMethodDef kMethods[] = {
     {"weights_cache_stats", weights_cache_stats, METH_NOARGS,
      "weights_cache_stats() -> dict with 'entries' and 'bytes' (packed weight blocks alive and their size), "
-     "'packs', 'reuses' and 'deduplicated' (counts since the process started)."},
+     "'packs', 'reuses' and 'deduplicated' (counts since the process started), 'huge_page_bytes' (of 'bytes', "
+     "those in memory advised for transparent huge pages)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -1,5 +1,7 @@
 #include "weights_cache.h"
 
+#include "packed_memory.h"
+
 #include <atomic>
 #include <cinttypes>
 #include <cstdint>
@@ -16,19 +18,12 @@ namespace {
 /// What look_up/look_up_or_insert return for "no entry" (xnn_weights_cache_provider: SIZE_MAX).
 constexpr size_t kNotFound = SIZE_MAX;
 
-/// Packed weights are read with aligned SIMD loads: align as XNNPACK's own allocator does at most.
-constexpr size_t kAlignment = 128;
-
 std::atomic<size_t> g_entries{0};
 std::atomic<size_t> g_bytes{0};
 std::atomic<size_t> g_packs{0};
 std::atomic<size_t> g_reuses{0};
 std::atomic<size_t> g_deduplicated{0};
-
-void* allocate_aligned(size_t n) {
-  const size_t rounded = (n == 0 ? 1 : (n + kAlignment - 1) / kAlignment) * kAlignment;
-  return std::aligned_alloc(kAlignment, rounded);
-}
+std::atomic<size_t> g_huge_page_bytes{0};
 
 uint64_t content_hash(const void* data, size_t size) {
   return std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(data), size));
@@ -38,18 +33,21 @@ uint64_t content_hash(const void* data, size_t size) {
 
 /// One block of packed weights, owned jointly by the sessions (delegates) that use it.
 struct PackedWeights {
-  PackedWeights(void* data_in, size_t size_in, uint64_t hash_in) : data(data_in), size(size_in), hash(hash_in) {
+  PackedWeights(PackedSpace space_in, uint64_t hash_in)
+      : space(std::move(space_in)), data(space.data()), size(space.size()), hash(hash_in) {
     g_entries.fetch_add(1);
     g_bytes.fetch_add(size);
+    if (space.in_huge_pages()) g_huge_page_bytes.fetch_add(size);
   }
   ~PackedWeights() {
-    std::free(data);
     g_entries.fetch_sub(1);
     g_bytes.fetch_sub(size);
+    if (space.in_huge_pages()) g_huge_page_bytes.fetch_sub(size);
   }
   PackedWeights(const PackedWeights&) = delete;
   PackedWeights& operator=(const PackedWeights&) = delete;
 
+  PackedSpace space;
   void* data;
   size_t size;
   uint64_t hash;
@@ -86,6 +84,7 @@ WeightsCacheStats weights_cache_stats() {
   stats.packs = g_packs.load();
   stats.reuses = g_reuses.load();
   stats.deduplicated = g_deduplicated.load();
+  stats.huge_page_bytes = g_huge_page_bytes.load();
   return stats;
 }
 
@@ -100,7 +99,7 @@ WeightsCacheSession::WeightsCacheSession(uint64_t payload_hash) : payload_hash_(
 }
 
 WeightsCacheSession::~WeightsCacheSession() {
-  std::free(reserved_);
+  reserved_.reset();
   blocks_.clear();
   Store& s = store();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -115,9 +114,7 @@ void WeightsCacheSession::name_constant(const void* data, std::string name, bool
 }
 
 void WeightsCacheSession::discard_blocks() {
-  std::free(reserved_);
-  reserved_ = nullptr;
-  reserved_size_ = 0;
+  reserved_.reset();
   blocks_.clear();
   found_.clear();
 }
@@ -126,9 +123,7 @@ void WeightsCacheSession::finalize() {
   finalized_ = true;
   names_.clear();
   found_.clear();
-  std::free(reserved_);
-  reserved_ = nullptr;
-  reserved_size_ = 0;
+  reserved_.reset();
 }
 
 std::string WeightsCacheSession::key_of(const xnn_weights_cache_look_up_key* key) const {
@@ -177,10 +172,8 @@ size_t WeightsCacheSession::look_up(void* context, const xnn_weights_cache_look_
 
 void* WeightsCacheSession::reserve_space(void* context, size_t n) {
   auto* self = static_cast<WeightsCacheSession*>(context);
-  std::free(self->reserved_);
-  self->reserved_ = allocate_aligned(n);
-  self->reserved_size_ = self->reserved_ == nullptr ? 0 : n;
-  return self->reserved_;
+  self->reserved_ = PackedSpace::allocate(n);
+  return self->reserved_.data();
 }
 
 size_t WeightsCacheSession::look_up_or_insert(void* context, const xnn_weights_cache_look_up_key* key, void* ptr,
@@ -192,17 +185,16 @@ size_t WeightsCacheSession::look_up_or_insert(void* context, const xnn_weights_c
     const auto found = self->found_.find(self->key_of(key));
     return found != self->found_.end() ? found->second : look_up(context, key);
   }
-  void* owned = nullptr;
-  if (ptr == self->reserved_ && size <= self->reserved_size_) {
-    owned = self->reserved_;
-    self->reserved_ = nullptr;
-    self->reserved_size_ = 0;
+  PackedSpace owned;
+  if (ptr != nullptr && ptr == self->reserved_.data() && size <= self->reserved_.size()) {
+    owned = std::move(self->reserved_);
+    owned.shrink(size);
   } else {  // packed somewhere we did not hand out: keep a copy
-    owned = allocate_aligned(size);
-    if (owned == nullptr) return kNotFound;
-    std::memcpy(owned, ptr, size);
+    owned = PackedSpace::allocate(size);
+    if (owned.data() == nullptr) return kNotFound;
+    std::memcpy(owned.data(), ptr, size);
   }
-  const uint64_t hash = content_hash(owned, size);
+  const uint64_t hash = content_hash(owned.data(), size);
   const std::string name = self->key_of(key);
 
   Store& s = store();
@@ -212,15 +204,15 @@ size_t WeightsCacheSession::look_up_or_insert(void* context, const xnn_weights_c
     auto [first, last] = s.by_content.equal_range(hash);
     for (auto it = first; it != last && block == nullptr; ++it) {
       std::shared_ptr<PackedWeights> candidate = it->second.lock();
-      if (candidate != nullptr && candidate->size == size && std::memcmp(candidate->data, owned, size) == 0) {
+      if (candidate != nullptr && candidate->size == size && std::memcmp(candidate->data, owned.data(), size) == 0) {
         block = std::move(candidate);
       }
     }
     if (block != nullptr) {
-      std::free(owned);
+      owned.reset();
       g_deduplicated.fetch_add(1);
     } else {
-      block = std::make_shared<PackedWeights>(owned, size, hash);
+      block = std::make_shared<PackedWeights>(std::move(owned), hash);
       s.by_content.emplace(hash, block);
       g_packs.fetch_add(1);
     }

@@ -18,6 +18,8 @@
 //   packing twice never stores twice.
 //
 // Entries are reference-counted by the delegates using them and freed with the last one.
+// Their bytes are PackedSpace ranges (packed_memory.h): back to back, in transparent huge pages where
+// the system has them, because an LLM's decode step streams them all.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +31,8 @@
 
 #include <xnnpack.h>
 
+#include "packed_memory.h"
+
 namespace etkit_xnnpack {
 
 /// Process-wide counters (bytes are packed-weight bytes held by the cache).
@@ -38,6 +42,7 @@ struct WeightsCacheStats {
   size_t packs = 0;         // blocks XNNPACK packed and the cache kept (since process start)
   size_t reuses = 0;        // look-ups answered without packing
   size_t deduplicated = 0;  // packed blocks dropped because identical bytes were already cached
+  size_t huge_page_bytes = 0;  // of `bytes`, those in memory advised for huge pages (packed_memory.h)
 };
 
 WeightsCacheStats weights_cache_stats();
@@ -90,8 +95,7 @@ class WeightsCacheSession {
   std::unordered_map<const void*, ConstantName> names_;
   std::vector<std::shared_ptr<PackedWeights>> blocks_;  // XNNPACK's "offsets" index this
   std::unordered_map<std::string, size_t> found_;        // look_up hits: key -> offset
-  void* reserved_ = nullptr;                             // space handed out by reserve_space
-  size_t reserved_size_ = 0;
+  PackedSpace reserved_;                                 // space handed out by reserve_space
   bool finalized_ = false;
 };
 

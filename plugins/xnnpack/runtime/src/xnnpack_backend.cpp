@@ -96,5 +96,6 @@ extern "C" int etkit_xnnpack_register_backends(void) {
 
 extern "C" void etkit_xnnpack_get_weights_cache_stats(etkit_xnnpack_weights_cache_stats* out) {
   const etkit_xnnpack::WeightsCacheStats s = etkit_xnnpack::weights_cache_stats();
-  *out = etkit_xnnpack_weights_cache_stats{s.entries, s.bytes, s.packs, s.reuses, s.deduplicated};
+  *out = etkit_xnnpack_weights_cache_stats{s.entries, s.bytes, s.packs, s.reuses, s.deduplicated,
+                                             s.huge_page_bytes};
 }

@@ -19,6 +19,7 @@ typedef struct etkit_xnnpack_weights_cache_stats {
   size_t packs;         /* blocks packed by XNNPACK and kept */
   size_t reuses;        /* look-ups answered without packing */
   size_t deduplicated;  /* packed blocks dropped as identical to a cached one */
+  size_t huge_page_bytes; /* of bytes, those in memory advised for transparent huge pages */
 } etkit_xnnpack_weights_cache_stats;
 
 /// Fills `*out` (must not be null).
