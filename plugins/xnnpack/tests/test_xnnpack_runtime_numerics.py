@@ -127,3 +127,18 @@ def test_layer_norm_matches_eager_for_each_row_split(width):
     x = torch.randn(3, 7, width) * 4 + 2
     got = _run_with_etkit(model, (x,), expect_partitions=1)
     torch.testing.assert_close(got[0], model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_each_execute_reads_its_own_input_buffers():
+    # The delegate skips xnn_setup_runtime_v2 while its inputs' and outputs' pointers repeat (delegate_state.h,
+    # setup_pointers); inputs in other buffers, alternating and repeated, must each be read. atol/rtol 1e-4.
+    from etkit.runtime import Runtime
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    xs = [torch.randn(4, 16) for _ in range(3)]
+    method = Runtime.get().load_program(lower(model, (xs[0],))[0].to_executorch().buffer).load_method("forward")
+    with torch.no_grad():
+        for x in [xs[0], xs[0], xs[1], xs[2], xs[1], xs[0], xs[0].numpy().copy(), xs[2].clone()]:
+            expected = model(torch.as_tensor(x))
+            torch.testing.assert_close(torch.as_tensor(method.execute([x])[0]), expected, atol=1e-4, rtol=1e-4)

@@ -254,6 +254,15 @@ void log_operator_events(DelegateState& state, EventTracer& tracer, int64_t star
   }
 }
 
+/// Whether every external value's data pointer equals the one of the last successful setup.
+bool same_pointers_as_last_setup(const DelegateState& state) {
+  if (state.setup_pointers.size() != state.externals.size()) return false;
+  for (size_t i = 0; i < state.externals.size(); ++i) {
+    if (state.setup_pointers[i] != state.externals[i].data) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Error execute_delegate(DelegateState& state, Span<EValue*> args, EventTracer* tracer) {
@@ -264,10 +273,14 @@ Error execute_delegate(DelegateState& state, Span<EValue*> args, EventTracer* tr
     if (status != xnn_status_success) return xnn_failed("xnn_reshape_runtime", status);
   }
   ETKIT_CHECK_OK(resize_outputs(state, args, changed));
-  xnn_status status = xnn_setup_runtime_v2(state.runtime, state.externals.size(), state.externals.data());
-  if (status != xnn_status_success) return xnn_failed("xnn_setup_runtime_v2", status);
+  if (changed || !same_pointers_as_last_setup(state)) {
+    state.setup_pointers.clear();  // a failed setup leaves no valid record
+    const xnn_status status = xnn_setup_runtime_v2(state.runtime, state.externals.size(), state.externals.data());
+    if (status != xnn_status_success) return xnn_failed("xnn_setup_runtime_v2", status);
+    for (const xnn_external_value& external : state.externals) state.setup_pointers.push_back(external.data);
+  }
   const int64_t invoke_start = tracer != nullptr ? EventTracer::now_ns() : 0;
-  status = xnn_invoke_runtime(state.runtime);
+  const xnn_status status = xnn_invoke_runtime(state.runtime);
   if (status != xnn_status_success) return xnn_failed("xnn_invoke_runtime", status);
   if (tracer != nullptr) log_operator_events(state, *tracer, invoke_start);
   widen_int32_outputs(state, args);

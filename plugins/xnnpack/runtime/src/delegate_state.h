@@ -47,6 +47,10 @@ class DelegateState {
   std::vector<ExternalBinding> inputs;   // sorted by external id
   std::vector<ExternalBinding> outputs;  // sorted by external id
   std::vector<xnn_external_value> externals;  // inputs then outputs; data pointers refreshed per run
+  // The data pointers of the last xnn_setup_runtime_v2 (empty: none yet). A run whose shapes and pointers
+  // equal them skips setup: XNNPACK's operators keep their pointers until a reshape (which a shared
+  // workspace's growth also re-sets up itself), and an LLM's decode step reuses the same planned memory.
+  std::vector<void*> setup_pointers;
 
   // Storage XNNPACK may keep pointers into. After the runtime is created only the constants a node
   // reads at run time are kept (packed filters and biases are released, see build_delegate):
