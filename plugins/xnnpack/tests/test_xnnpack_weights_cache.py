@@ -191,3 +191,22 @@ def test_packed_weights_sit_in_huge_pages_and_a_neighbour_unloading_leaves_them_
     del second
     after = _stats()
     assert after["bytes"] == before["bytes"] and after["huge_page_bytes"] == before["huge_page_bytes"], after
+
+
+def test_huge_pages_can_be_switched_off_per_load():
+    model = _mlp(7, 1000, 600)
+    x = torch.randn(2, 1000)
+    buffer = lower(model, (x,))[0].to_executorch().buffer
+    rt = runtime.Runtime.get()
+    rt.set_backend_option("XnnpackBackend", "huge_pages", 0)
+    try:
+        before = _stats()
+        method = _load(buffer)
+        loaded = _stats()
+    finally:
+        rt.set_backend_option("XnnpackBackend", "huge_pages", 1)
+    assert loaded["bytes"] > before["bytes"] and loaded["huge_page_bytes"] == before["huge_page_bytes"], loaded
+    with torch.no_grad():
+        torch.testing.assert_close(method.execute([x])[0], model(x), atol=1e-4, rtol=1e-4)
+    with pytest.raises(Exception, match="huge_pages must be 0 or 1"):
+        rt.set_backend_option("XnnpackBackend", "huge_pages", 2)

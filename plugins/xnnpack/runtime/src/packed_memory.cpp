@@ -1,6 +1,7 @@
 #include "packed_memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -99,12 +100,16 @@ Arena& arena() {
   return *instance;
 }
 
+std::atomic<bool> g_huge_pages_enabled{true};
+
 }  // namespace
+
+void set_huge_pages_enabled(bool enabled) { g_huge_pages_enabled.store(enabled); }
 
 PackedSpace PackedSpace::allocate(size_t size) {
   PackedSpace space;
   const size_t rounded = round_up(std::max<size_t>(size, 1), kAlignment);
-  if (kHasHugePages) {
+  if (kHasHugePages && g_huge_pages_enabled.load()) {
     Arena& a = arena();
     std::lock_guard<std::mutex> lock(a.mutex);
     std::shared_ptr<HugePageChunk> chunk = a.current.lock();

@@ -15,6 +15,11 @@ namespace etkit_xnnpack {
 
 class HugePageChunk;  // packed_memory.cpp
 
+/// Whether later allocations may use huge-page chunks (default true; XnnpackBackend's "huge_pages"
+/// option). Off, they come from the heap: on a VM whose host backs guest memory lazily, the first touch
+/// of a fresh huge page is slow, so a short-lived process may load faster without them.
+void set_huge_pages_enabled(bool enabled);
+
 /// One block's bytes (move-only). Consecutive allocations are consecutive in memory, so the blocks
 /// of successive delegates (an LLM's layers) share huge pages even when each fills less than one.
 class PackedSpace {

@@ -9,6 +9,7 @@
 #include "delegate_state.h"
 #include "etkit/runtime/backend_interface.h"
 #include "etkit_xnnpack/register.h"
+#include "packed_memory.h"
 #include "weights_cache.h"
 
 namespace etkit_xnnpack {
@@ -64,7 +65,17 @@ class XnnpackBackend final : public etkit::runtime::BackendInterface {
   /// 1 (the default) runs on the calling thread. Already-loaded methods keep their pool.
   /// "weights_cache" (0 or 1, default 1): later init() calls pack weights through the process-wide
   /// cache (weights_cache.h) or, with 0, each into a private cache as before.
+  /// "huge_pages" (0 or 1, default 1): later init() calls place the shared cache's packed weights in
+  /// memory advised for transparent huge pages (packed_memory.h) or, with 0, on the heap.
   Error set_option(const char* key, int64_t value) override {
+    if (key != nullptr && std::strcmp(key, "huge_pages") == 0) {
+      if (value != 0 && value != 1) {
+        return set_error(Error::InvalidArgument, "XnnpackBackend: huge_pages must be 0 or 1, got %lld",
+                         static_cast<long long>(value));
+      }
+      set_huge_pages_enabled(value == 1);
+      return Error::Ok;
+    }
     if (key != nullptr && std::strcmp(key, "weights_cache") == 0) {
       if (value != 0 && value != 1) {
         return set_error(Error::InvalidArgument, "XnnpackBackend: weights_cache must be 0 or 1, got %lld",
