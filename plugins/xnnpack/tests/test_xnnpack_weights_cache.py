@@ -6,6 +6,7 @@ step), so a cache that hands out the wrong packed block fails here.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import pytest
@@ -24,6 +25,17 @@ def _stats() -> dict:
 
 def _load(buffer: bytes):
     return runtime.Runtime.get().load_program(buffer).load_method("forward")
+
+
+@contextlib.contextmanager
+def _switched_off(option: str):
+    """XnnpackBackend's 0/1 ``option`` at 0 for the loads inside, back to its default 1 after."""
+    rt = runtime.Runtime.get()
+    rt.set_backend_option("XnnpackBackend", option, 0)
+    try:
+        yield
+    finally:
+        rt.set_backend_option("XnnpackBackend", option, 1)
 
 
 def _conv_net(seed: int, last_relu: bool) -> torch.nn.Module:
@@ -125,18 +137,14 @@ def test_the_cache_can_be_switched_off_per_load():
     model = _conv_net(4, last_relu=False)
     x = torch.randn(1, 3, 16, 16)
     buffer = lower(model, (x,))[0].to_executorch().buffer
-    rt = runtime.Runtime.get()
-    rt.set_backend_option("XnnpackBackend", "weights_cache", 0)
-    try:
+    with _switched_off("weights_cache"):
         before = _stats()
         method = _load(buffer)
         assert _stats()["packs"] == before["packs"], "a private-cache load went through the shared cache"
-    finally:
-        rt.set_backend_option("XnnpackBackend", "weights_cache", 1)
     with torch.no_grad():
         torch.testing.assert_close(method.execute([x])[0], model(x), atol=1e-4, rtol=1e-4)
     with pytest.raises(Exception, match="weights_cache must be 0 or 1"):
-        rt.set_backend_option("XnnpackBackend", "weights_cache", 2)
+        runtime.Runtime.get().set_backend_option("XnnpackBackend", "weights_cache", 2)
 
 
 def _thp_mode() -> str:
@@ -197,16 +205,12 @@ def test_huge_pages_can_be_switched_off_per_load():
     model = _mlp(7, 1000, 600)
     x = torch.randn(2, 1000)
     buffer = lower(model, (x,))[0].to_executorch().buffer
-    rt = runtime.Runtime.get()
-    rt.set_backend_option("XnnpackBackend", "huge_pages", 0)
-    try:
+    with _switched_off("huge_pages"):
         before = _stats()
         method = _load(buffer)
         loaded = _stats()
-    finally:
-        rt.set_backend_option("XnnpackBackend", "huge_pages", 1)
     assert loaded["bytes"] > before["bytes"] and loaded["huge_page_bytes"] == before["huge_page_bytes"], loaded
     with torch.no_grad():
         torch.testing.assert_close(method.execute([x])[0], model(x), atol=1e-4, rtol=1e-4)
     with pytest.raises(Exception, match="huge_pages must be 0 or 1"):
-        rt.set_backend_option("XnnpackBackend", "huge_pages", 2)
+        runtime.Runtime.get().set_backend_option("XnnpackBackend", "huge_pages", 2)
