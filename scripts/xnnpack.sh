@@ -33,7 +33,9 @@ RECIPE_VERSION=4   # bump when the build recipe below changes, so the cache key 
 #                                             a tile's packed weights stay in L2 (newer XNNPACK picks
 #                                             cache-aware tiles itself; this 2024-11 release does not)
 #   xnnpack-qb4w-gemv-far-prefetch.patch     the int4-weight GEMV kernels (an LLM's decode) prefetch the
-#                                             packed weights 4 KB ahead instead of 896 bytes
+#                                             packed weights 8 KB ahead instead of 896 bytes
+#   xnnpack-plan-memory-failure.patch         a reshape whose workspace allocation failed leaves the
+#                                             runtime unplanned, so the next reshape plans (and fails) again
 #   pthreadpool-sequential-column-tiles-outer.patch   the sequential 2d_tile_2d loop runs column
 #                                             tiles outer, so each weight tile is reused by every row tile
 PATCHES_DIR="$REPO_ROOT/scripts/patches"
@@ -226,6 +228,7 @@ build() {
     log "applying $(cd "$PATCHES_DIR" && echo *.patch)"
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-single-thread-l2-tiles.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-qb4w-gemv-far-prefetch.patch" >&2
+    patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-plan-memory-failure.patch" >&2
     if [[ -d "$src/pthreadpool" ]]; then
       patch -s -d "$src/pthreadpool" -p1 < "$PATCHES_DIR/pthreadpool-sequential-column-tiles-outer.patch" >&2
     fi

@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bounded_allocator.h"
 #include "graph_nodes.h"
 #include "graph_values.h"
 #include "payload.h"
@@ -38,10 +39,6 @@ constexpr uint32_t kMaxExternals = 4096;
 struct SubgraphDeleter {
   void operator()(xnn_subgraph_t s) const { xnn_delete_subgraph(s); }
 };
-
-Error internal(const char* what, xnn_status status) {
-  return set_error(Error::Internal, "XnnpackBackend: %s failed with %s", what, xnn_status_name(status));
-}
 
 /// A runtime loop (etkit::runtime::ParallelFn over [0, n)) on a pthreadpool.
 struct PoolLoop {
@@ -96,7 +93,7 @@ Result<std::shared_ptr<xnn_workspace>> method_workspace(const void* key) {
   if (std::shared_ptr<xnn_workspace> existing = slot.lock()) return existing;
   xnn_workspace_t raw = nullptr;
   const xnn_status status = xnn_create_workspace(&raw);
-  if (status != xnn_status_success) return internal("xnn_create_workspace", status);
+  if (status != xnn_status_success) return xnn_failed("xnn_create_workspace", status);
   std::shared_ptr<xnn_workspace> workspace(raw, [](xnn_workspace_t w) { xnn_release_workspace(w); });
   slot = workspace;
   return workspace;
@@ -159,7 +156,7 @@ void load_operator_names(DelegateState& state, const std::vector<uint32_t>& xnod
 void plan_workspace_at_bounds(DelegateState& state) {
   constexpr uint64_t kPlanAtLoadBytes = uint64_t{64} << 20;
   if (state.bound_value_bytes > kPlanAtLoadBytes) return;
-  (void)xnn_reshape_runtime(state.runtime);
+  if (xnn_reshape_runtime(state.runtime) != xnn_status_success) (void)take_refused_allocation();
 }
 
 Error create_runtime(xnn_subgraph_t subgraph, const std::vector<uint32_t>& xnode_of_node,
@@ -180,7 +177,7 @@ Error create_runtime(xnn_subgraph_t subgraph, const std::vector<uint32_t>& xnode
     cache = state.shared_weights->provider();
   } else {
     status = xnn_create_weights_cache(&state.weights_cache);
-    if (status != xnn_status_success) return internal("xnn_create_weights_cache", status);
+    if (status != xnn_status_success) return xnn_failed("xnn_create_weights_cache", status);
     cache = state.weights_cache;
   }
   if (options.fp16_inference) {
@@ -193,7 +190,7 @@ Error create_runtime(xnn_subgraph_t subgraph, const std::vector<uint32_t>& xnode
   if (state.runtime == nullptr) {
     status = create_xnn_runtime(subgraph, cache, state, /*flags=*/0);
   }
-  if (status != xnn_status_success) return internal("xnn_create_runtime", status);
+  if (status != xnn_status_success) return xnn_failed("xnn_create_runtime", status);
   load_operator_names(state, xnode_of_node);
   // Weights are packed while the runtime is created; afterwards the cache only resolves offsets
   // (a soft-finalized private cache stays readable for later reshapes without growing).
@@ -202,7 +199,7 @@ Error create_runtime(xnn_subgraph_t subgraph, const std::vector<uint32_t>& xnode
     return Error::Ok;
   }
   status = xnn_finalize_weights_cache(state.weights_cache, xnn_weights_cache_finalization_kind_soft);
-  if (status != xnn_status_success) return internal("xnn_finalize_weights_cache", status);
+  if (status != xnn_status_success) return xnn_failed("xnn_finalize_weights_cache", status);
   return Error::Ok;
 }
 
@@ -253,12 +250,12 @@ Result<DelegateState*> build_delegate(FreeableBuffer* processed, const NamedData
     state->shared_weights.reset(new WeightsCacheSession(std::hash<std::string_view>{}(bytes)));
   }
 
-  xnn_status status = xnn_initialize(/*allocator=*/nullptr);
-  if (status != xnn_status_success) return internal("xnn_initialize", status);
+  xnn_status status = initialize_xnnpack();
+  if (status != xnn_status_success) return xnn_failed("xnn_initialize", status);
 
   xnn_subgraph_t raw_subgraph = nullptr;
   status = xnn_create_subgraph(payload.graph->num_externs(), /*flags=*/0, &raw_subgraph);
-  if (status != xnn_status_success) return internal("xnn_create_subgraph", status);
+  if (status != xnn_status_success) return xnn_failed("xnn_create_subgraph", status);
   std::unique_ptr<xnn_subgraph, SubgraphDeleter> subgraph(raw_subgraph);
 
   ValueTable values;

@@ -35,7 +35,8 @@ struct RuntimeOptions {
 /// .pte their pages leave the process's RSS), and scales are copied, so a delegate keeps only the
 /// constants XNNPACK reads while it runs.
 /// Errors: those of parse_payload, define_values and define_nodes; Internal when xnn_initialize or
-/// runtime creation fails (message names the xnn_status).
+/// runtime creation fails (message names the xnn_status), MemoryAllocationFailed when XNNPACK asked for
+/// more than the memory limit (bounded_allocator.h).
 etkit::runtime::Result<DelegateState*> build_delegate(etkit::runtime::FreeableBuffer* processed,
                                                       const etkit::runtime::NamedDataMap* named_data_map,
                                                       const RuntimeOptions& options);

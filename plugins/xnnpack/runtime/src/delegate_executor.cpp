@@ -27,10 +27,6 @@ bool is_channels_last(const Tensor& t) {
   return order[0] == 0 && order[1] == 2 && order[2] == 3 && order[3] == 1;
 }
 
-Error xnn_failed(const char* what, xnn_status status) {
-  return set_error(Error::Internal, "XnnpackBackend: %s failed with %s", what, xnn_status_name(status));
-}
-
 /// The tensor bound to `binding`, checked against what the payload declared.
 Error bound_tensor(const ExternalBinding& binding, Span<EValue*> args, Tensor** out) {
   const uint32_t index = binding.external_id;
@@ -270,7 +266,11 @@ Error execute_delegate(DelegateState& state, Span<EValue*> args, EventTracer* tr
   ETKIT_CHECK_OK(bind_inputs(state, args, &changed));
   if (changed) {
     xnn_status status = xnn_reshape_runtime(state.runtime);
-    if (status != xnn_status_success) return xnn_failed("xnn_reshape_runtime", status);
+    if (status != xnn_status_success) {
+      // Nothing is planned for these shapes: the next execute must reshape again, even with the same inputs.
+      for (ExternalBinding& b : state.inputs) b.shape_known = false;
+      return xnn_failed("xnn_reshape_runtime", status);
+    }
   }
   ETKIT_CHECK_OK(resize_outputs(state, args, changed));
   if (changed || !same_pointers_as_last_setup(state)) {

@@ -82,6 +82,18 @@ struct NodeContext {
     *out = info->xnn_id;
     return Error::Ok;
   }
+  /// id() of an operand whose rank XNNPACK's reshape takes for granted: `want` exact (`at_least` false) or a
+  /// minimum. XNNPACK 2024-11-08 only asserts these in debug builds; a release build indexes dim[rank - 1] or
+  /// copies rank - 1 dims, so a rank-0 input to a fully-connected node would copy SIZE_MAX dims.
+  Error ranked_id(uint32_t serialized_id, const char* role, uint32_t want, bool at_least, uint32_t* out) const {
+    const ValueInfo* info = nullptr;
+    ETKIT_CHECK_OK(value(serialized_id, role, &info));
+    if (at_least ? info->rank < want : info->rank != want) {
+      return fail(Error::InvalidProgram, "%s (value id %u) has rank %u, need %s%u", role, serialized_id, info->rank,
+                  at_least ? "at least " : "", want);
+    }
+    return id(serialized_id, role, out);
+  }
   /// id() of a filter or bias XNNPACK packs while the runtime is created (GEMM, convolution): its
   /// constant bytes are not read afterwards.
   Error packed_id(uint32_t serialized_id, const char* role, uint32_t* out) const {
@@ -221,7 +233,7 @@ Error define_binary(const NodeContext& ctx, const NodeKind& kind) { return defin
 Error define_softmax(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::_XNNNode1x1>();
   uint32_t in, out;
-  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.ranked_id(n->input_id(), "input", 1, /*at_least=*/true, &in));  // softmax over the last dim
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_softmax(ctx.subgraph, in, out, n->flags()), "xnn_define_softmax");
 }
@@ -236,13 +248,53 @@ Error define_copy(const NodeContext& ctx, const NodeKind&) {
 
 // ----------------------------------------------------------------------------- linear algebra
 
+/// A value's dims as declared must be exactly `expected` (a filter or bias against its node's geometry).
+Error check_dims(const NodeContext& ctx, const ValueInfo& v, const char* role, std::initializer_list<size_t> expected) {
+  bool same = v.rank == expected.size();
+  size_t d = 0;
+  for (size_t e : expected) same = same && v.dims[d++] == e;
+  if (same) return Error::Ok;
+  char want[96] = "", have[96] = "";
+  size_t n = 0;
+  for (size_t e : expected) n += std::snprintf(want + n, sizeof(want) - n, n ? ", %zu" : "%zu", e);
+  n = 0;
+  for (uint32_t k = 0; k < v.rank && n < sizeof(have); ++k) {
+    n += std::snprintf(have + n, sizeof(have) - n, k ? ", %zu" : "%zu", v.dims[k]);
+  }
+  return ctx.fail(Error::InvalidProgram, "%s has dims [%s]; the node's geometry needs [%s]", role, have, want);
+}
+
 Error define_fully_connected(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::XNNFullyConnected>();
   uint32_t in, filter, bias, out;
-  ETKIT_CHECK_OK(ctx.id(n->input1_id(), "input", &in));
+  ETKIT_CHECK_OK(ctx.ranked_id(n->input1_id(), "input", 1, /*at_least=*/true, &in));
   ETKIT_CHECK_OK(ctx.packed_id(n->filter_id(), "filter", &filter));
   ETKIT_CHECK_OK(ctx.optional_packed_id(n->bias_id(), "bias", &bias));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
+  // XNNPACK 2024-11-08 checks none of this geometry: it reads the filter's two dims, divides the input's element
+  // count by the input channels, and packs output-channels bias values from the bias' data.
+  const ValueInfo *input = nullptr, *weights = nullptr;
+  ETKIT_CHECK_OK(ctx.value(n->input1_id(), "input", &input));
+  ETKIT_CHECK_OK(ctx.value(n->filter_id(), "filter", &weights));
+  if (weights->rank != 2) {
+    return ctx.fail(Error::InvalidProgram, "filter (value id %u) has rank %u, need 2", n->filter_id(), weights->rank);
+  }
+  const bool transposed = (n->flags() & XNN_FLAG_TRANSPOSE_WEIGHTS) != 0;
+  const size_t input_channels = weights->dims[transposed ? 0 : 1];
+  const size_t output_channels = weights->dims[transposed ? 1 : 0];
+  if (input_channels == 0) {
+    return ctx.fail(Error::InvalidProgram, "filter has dims [%zu, %zu]: zero input channels", weights->dims[0],
+                    weights->dims[1]);
+  }
+  if ((n->flags() & XNN_FLAG_TENSORFLOW_RESHAPE_2D) == 0 && input->dims[input->rank - 1] != input_channels) {
+    return ctx.fail(Error::InvalidProgram, "input's last dim is %zu but the filter [%zu, %zu] has %zu input channels",
+                    input->dims[input->rank - 1], weights->dims[0], weights->dims[1], input_channels);
+  }
+  if (n->bias_id() != XNN_INVALID_VALUE_ID) {
+    const ValueInfo* b = nullptr;
+    ETKIT_CHECK_OK(ctx.value(n->bias_id(), "bias", &b));
+    ETKIT_CHECK_OK(check_dims(ctx, *b, "bias", {output_channels}));
+  }
   return ctx.check(xnn_define_fully_connected(ctx.subgraph, ctx.output_min(), ctx.output_max(), in, filter, bias,
                                               out, n->flags()),
                    "xnn_define_fully_connected");
@@ -337,22 +389,6 @@ Error check_window(const NodeContext& ctx, const ValueInfo& in, const ValueInfo&
                     out.dims[2], taps, static_cast<unsigned long long>(limit));
   }
   return Error::Ok;
-}
-
-/// A value's dims as declared must be exactly `expected` (a filter or bias against its node's geometry).
-Error check_dims(const NodeContext& ctx, const ValueInfo& v, const char* role, std::initializer_list<size_t> expected) {
-  bool same = v.rank == expected.size();
-  size_t d = 0;
-  for (size_t e : expected) same = same && v.dims[d++] == e;
-  if (same) return Error::Ok;
-  char want[96] = "", have[96] = "";
-  size_t n = 0;
-  for (size_t e : expected) n += std::snprintf(want + n, sizeof(want) - n, n ? ", %zu" : "%zu", e);
-  n = 0;
-  for (uint32_t k = 0; k < v.rank && n < sizeof(have); ++k) {
-    n += std::snprintf(have + n, sizeof(have) - n, k ? ", %zu" : "%zu", v.dims[k]);
-  }
-  return ctx.fail(Error::InvalidProgram, "%s has dims [%s]; the node's geometry needs [%s]", role, have, want);
 }
 
 // ----------------------------------------------------------------------------- convolutions (NHWC)
@@ -550,7 +586,8 @@ Error define_static_transpose(const NodeContext& ctx, const NodeKind&) {
     return ctx.fail(Error::InvalidProgram, "perm has %zu entries but num_dims is %u", perm.size(), n->num_dims());
   }
   uint32_t in, out;
-  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  // XNNPACK permutes the input's dims with perm without checking they are as many.
+  ETKIT_CHECK_OK(ctx.ranked_id(n->input_id(), "input", n->num_dims(), /*at_least=*/false, &in));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_static_transpose(ctx.subgraph, perm.size(), perm.data(), in, out, n->flags()),
                    "xnn_define_static_transpose");
@@ -579,7 +616,9 @@ Error define_static_slice(const NodeContext& ctx, const NodeKind&) {
                     offsets.size(), sizes.size(), n->num_dims());
   }
   uint32_t in, out;
-  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  // XNNPACK copies num_dims offsets into a node of XNN_MAX_TENSOR_DIMS and slices the input with them
+  // without comparing num_dims with the input's rank; the input's rank is at most that limit.
+  ETKIT_CHECK_OK(ctx.ranked_id(n->input_id(), "input", n->num_dims(), /*at_least=*/false, &in));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_static_slice(ctx.subgraph, offsets.size(), offsets.data(), sizes.data(), in, out,
                                            n->flags()),
@@ -608,7 +647,8 @@ Error define_static_constant_pad(const NodeContext& ctx, const NodeKind&) {
 Error define_static_resize_bilinear2d(const NodeContext& ctx, const NodeKind&) {
   const auto* n = ctx.table<fb::XNNStaticResizeBilinear2D>();
   uint32_t in, out;
-  ETKIT_CHECK_OK(ctx.id(n->input_id(), "input", &in));
+  // XNNPACK reads dims 0..3 (N, H, W, C) of the input whatever its rank.
+  ETKIT_CHECK_OK(ctx.ranked_id(n->input_id(), "input", 4, /*at_least=*/false, &in));
   ETKIT_CHECK_OK(ctx.output(n->output_id(), "output", &out));
   return ctx.check(xnn_define_static_resize_bilinear_2d(ctx.subgraph, n->new_height(), n->new_width(), in, out,
                                                         n->flags()),

@@ -1,5 +1,8 @@
 #include "xnn_types.h"
 
+#include "bounded_allocator.h"
+#include "etkit/runtime/program.h"  // effective_memory_limit
+
 namespace etkit_xnnpack {
 
 using etkit::runtime::ScalarType;
@@ -58,6 +61,20 @@ const char* xnn_status_name(xnn_status status) {
     case xnn_status_deprecated: return "xnn_status_deprecated";
     default: return "unknown xnn_status";
   }
+}
+
+etkit::runtime::Error xnn_failed(const char* what, xnn_status status) {
+  using etkit::runtime::Error;
+  const size_t refused = take_refused_allocation();
+  if (status == xnn_status_out_of_memory && refused != 0) {
+    return etkit::runtime::set_error(
+        Error::MemoryAllocationFailed,
+        "XnnpackBackend: %s failed with %s: XNNPACK asked for %zu bytes, more than the memory limit of %llu bytes "
+        "(etkit::runtime::set_memory_limit); the payload's shapes need more memory than this process may use",
+        what, xnn_status_name(status), refused,
+        static_cast<unsigned long long>(etkit::runtime::effective_memory_limit()));
+  }
+  return etkit::runtime::set_error(Error::Internal, "XnnpackBackend: %s failed with %s", what, xnn_status_name(status));
 }
 
 size_t dense_nbytes(xnn_datatype type, uint64_t numel) {

@@ -6,6 +6,7 @@
 
 #include <xnnpack.h>
 
+#include "etkit/runtime/error.h"
 #include "etkit/runtime/scalar_type.h"
 #include "xnnpack_graph_generated.h"
 
@@ -21,6 +22,11 @@ const char* xnn_datatype_name(xnn_datatype type);
 
 /// "xnn_status_invalid_parameter", ... for messages.
 const char* xnn_status_name(xnn_status status);
+
+/// The error for an XNNPACK call that returned `status` (set_error'd, message "XnnpackBackend: <what> failed
+/// with <status>"): MemoryAllocationFailed naming the bytes asked for when the bounded allocator refused a
+/// request above the memory limit (bounded_allocator.h), Internal otherwise.
+etkit::runtime::Error xnn_failed(const char* what, xnn_status status);
 
 /// Bytes a dense tensor of `numel` elements of `type` occupies (4-bit types round up), or 0 when
 /// the size is not fixed by the type alone (dynamically quantized, packed types).

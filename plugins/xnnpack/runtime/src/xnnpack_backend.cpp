@@ -4,6 +4,7 @@
 
 #include <xnnpack.h>
 
+#include "bounded_allocator.h"
 #include "delegate_builder.h"
 #include "delegate_executor.h"
 #include "delegate_state.h"
@@ -31,7 +32,7 @@ constexpr const char kBackendId[] = "XnnpackBackend";
 class XnnpackBackend final : public etkit::runtime::BackendInterface {
  public:
   /// XNNPACK needs SSE2/NEON-class hardware; xnn_initialize reports whether this machine has it.
-  bool is_available() const override { return xnn_initialize(/*allocator=*/nullptr) == xnn_status_success; }
+  bool is_available() const override { return initialize_xnnpack() == xnn_status_success; }
 
   /// Compile specs: "fp16_inference" (one byte, non-zero: run in fp16 where the CPU can); others are
   /// ignored (ExecuTorch's XNNPACK payload carries everything else in the graph).
