@@ -82,3 +82,23 @@ def parse_payload(payload: bytes):
 
     header, fb, constants = split_payload(payload)
     return header, parse_graph(fb), constants
+
+
+def redeclare_values(program: bytes, pick, dims: list[int], *, count: int | None = 1) -> bytes:
+    """``program`` (a .pte with one XNNPACK delegate) with the declared dims of the payload values that
+    ``pick(XNNTensorValueT)`` selects set to ``dims``, constants and everything else unchanged: a crafted file
+    for the delegate's checks. ``count``: how many values must be picked (None: at least one)."""
+    import flatbuffers
+    from etkit.serialize.pte import deserialize_pte, serialize_pte
+    from etkit_xnnpack.serialization import FLATBUFFER_IDENTIFIER, assemble_payload
+
+    contents = deserialize_pte(program)
+    _, graph, constants = parse_payload(contents.delegate_data[0])
+    picked = [v.xvalueUnion for v in graph.xvalues if pick(v.xvalueUnion)]
+    assert (len(picked) == count) if count is not None else picked, [list(v.xvalueUnion.dims) for v in graph.xvalues]
+    for value in picked:
+        value.dims = dims
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(graph.Pack(builder), file_identifier=FLATBUFFER_IDENTIFIER)
+    contents.delegate_data[0] = assemble_payload(bytes(builder.Output()), constants)
+    return serialize_pte(contents)

@@ -56,29 +56,26 @@ def test_runner_refuses_it_too(programs, tmp_path):
     assert proc.returncode == 1 and MESSAGE in proc.stderr, (proc.returncode, proc.stderr)
 
 
+def _lowered(model: torch.nn.Module, x: torch.Tensor) -> bytes:
+    return etkit.to_edge_transform_and_lower(torch.export.export(model, (x,)),
+                                             partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+
+
+def _dims_are(dims):
+    return lambda value: list(value.dims) == dims
+
+
 def test_a_weight_with_one_huge_dim_and_no_elements_is_refused():
     """A linear weight of shape [2^30, 0] holds no elements, yet XNNPACK sizes per-channel data (the packed
     bias) from its first dim: 4 GiB. Each dim alone must fit the memory limit at 4 bytes per element (the class
     of the fuzz regression `linear-zero-k-huge-bias`, found in the Vulkan delegate)."""
-    import flatbuffers
     from etkit.runtime import set_memory_limit
-    from etkit_xnnpack.serialization import FLATBUFFER_IDENTIFIER, assemble_payload
 
-    from helpers import parse_payload
+    from helpers import redeclare_values
 
     torch.manual_seed(0)
-    model = torch.nn.Linear(8, 16).eval()
-    x = torch.randn(2, 8)
-    contents = deserialize_pte(etkit.to_edge_transform_and_lower(
-        torch.export.export(model, (x,)), partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
-    _, graph, constants = parse_payload(contents.delegate_data[0])
-    weights = [v.xvalueUnion for v in graph.xvalues if list(v.xvalueUnion.dims) == [16, 8]]
-    assert len(weights) == 1, [list(v.xvalueUnion.dims) for v in graph.xvalues]
-    weights[0].dims = [1 << 30, 0]
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(graph.Pack(builder), file_identifier=FLATBUFFER_IDENTIFIER)
-    contents.delegate_data[0] = assemble_payload(bytes(builder.Output()), constants)
-    crafted = serialize_pte(contents)
+    crafted = redeclare_values(_lowered(torch.nn.Linear(8, 16).eval(), torch.randn(2, 8)), _dims_are([16, 8]),
+                               [1 << 30, 0])
     set_memory_limit(1 << 30)
     try:
         with pytest.raises(EtkitRuntimeError, match=r"it has a dim of 1073741824: at 4 bytes per element, one row of it "
@@ -94,31 +91,20 @@ def test_a_rank0_operand_where_xnnpack_reads_the_last_dim_is_refused(op):
     the input has one: a fully-connected input of rank 0 made it copy SIZE_MAX dims (the fuzz regression
     `fully-connected-rank0-input`). The payload's external input is rewritten to rank 0; loading the method must
     fail with the node, the operand and its rank. The untouched program matches eager (atol 1e-5)."""
-    import flatbuffers
-    from etkit_xnnpack.serialization import FLATBUFFER_IDENTIFIER, assemble_payload
-
-    from helpers import parse_payload
+    from helpers import redeclare_values
 
     torch.manual_seed(0)
     model = (torch.nn.Linear(8, 16) if op == "linear" else torch.nn.Softmax(dim=-1)).eval()
     x = torch.randn(2, 8)
-    good = etkit.to_edge_transform_and_lower(torch.export.export(model, (x,)),
-                                             partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    good = _lowered(model, x)
     (y,) = Runtime.get().load_program(good).load_method("forward").execute([x])
     with torch.no_grad():
         torch.testing.assert_close(y, model(x), atol=1e-5, rtol=1e-5)
-    contents = deserialize_pte(good)
-    _, graph, constants = parse_payload(contents.delegate_data[0])
-    inputs = [v.xvalueUnion for v in graph.xvalues if v.xvalueUnion.flags & 1]  # XNN_VALUE_FLAG_EXTERNAL_INPUT
-    assert len(inputs) == 1, [list(v.xvalueUnion.dims) for v in graph.xvalues]
-    inputs[0].dims = []
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(graph.Pack(builder), file_identifier=FLATBUFFER_IDENTIFIER)
-    contents.delegate_data[0] = assemble_payload(bytes(builder.Output()), constants)
+    crafted = redeclare_values(good, lambda value: value.flags & 1, [])  # XNN_VALUE_FLAG_EXTERNAL_INPUT
     node = "XNNFullyConnected" if op == "linear" else "XNNSoftmax"
     with pytest.raises(EtkitRuntimeError, match=rf"\({node}, debug_handle \d+\): input \(value id \d+\) has rank 0, "
                                                 r"need at least 1"):
-        Runtime.get().load_program(serialize_pte(contents)).load_method("forward")
+        Runtime.get().load_program(crafted).load_method("forward")
 
 
 @pytest.mark.parametrize("operand, dims, message", [
@@ -132,26 +118,13 @@ def test_a_linear_whose_filter_or_bias_disagree_with_its_input_is_refused(operan
     input channels without checking either against the operands: a bias of 3 values read 16, a filter with no
     input channels divided by zero (the fuzz regression `fully-connected-zero-input-channels`). Each rewritten
     payload keeps its constant bytes, so only the node's geometry check can refuse it, at load."""
-    import flatbuffers
-    from etkit_xnnpack.serialization import FLATBUFFER_IDENTIFIER, assemble_payload
-
-    from helpers import parse_payload
+    from helpers import redeclare_values
 
     torch.manual_seed(0)
-    x = torch.randn(2, 8)
-    contents = deserialize_pte(etkit.to_edge_transform_and_lower(
-        torch.export.export(torch.nn.Linear(8, 16).eval(), (x,)),
-        partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
-    _, graph, constants = parse_payload(contents.delegate_data[0])
-    original = [16] if operand == "bias" else [16, 8]
-    found = [v.xvalueUnion for v in graph.xvalues if list(v.xvalueUnion.dims) == original]
-    assert len(found) == 1, [list(v.xvalueUnion.dims) for v in graph.xvalues]
-    found[0].dims = dims
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(graph.Pack(builder), file_identifier=FLATBUFFER_IDENTIFIER)
-    contents.delegate_data[0] = assemble_payload(bytes(builder.Output()), constants)
+    good = _lowered(torch.nn.Linear(8, 16).eval(), torch.randn(2, 8))
+    crafted = redeclare_values(good, _dims_are([16] if operand == "bias" else [16, 8]), dims)
     with pytest.raises(EtkitRuntimeError, match=r"\(XNNFullyConnected, debug_handle \d+\): " + message):
-        Runtime.get().load_program(serialize_pte(contents)).load_method("forward")
+        Runtime.get().load_program(crafted).load_method("forward")
 
 
 def test_an_internal_value_xnnpack_sizes_past_the_memory_limit_fails_with_the_size():
@@ -160,27 +133,14 @@ def test_an_internal_value_xnnpack_sizes_past_the_memory_limit_fails_with_the_si
     [1, 4096] (16 KiB) and the memory limit set to 512 KiB: each declared value fits, so the method loads, and
     execute fails with MemoryAllocationFailed naming what XNNPACK asked for (fuzz regression
     `workspace-claims-48GB`, which asked for 48 GB). Without the limit the program matches eager (atol 1e-4)."""
-    import flatbuffers
     from etkit.runtime import set_memory_limit
-    from etkit_xnnpack.serialization import FLATBUFFER_IDENTIFIER, assemble_payload
 
-    from helpers import parse_payload
+    from helpers import redeclare_values
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 2)).eval()
     x = torch.randn(64, 8)
-    good = etkit.to_edge_transform_and_lower(torch.export.export(model, (x,)),
-                                             partitioner=[XnnpackPartitioner()]).to_executorch().buffer
-    contents = deserialize_pte(good)
-    _, graph, constants = parse_payload(contents.delegate_data[0])
-    hidden = [v.xvalueUnion for v in graph.xvalues if list(v.xvalueUnion.dims) == [64, 4096]]
-    assert hidden, [list(v.xvalueUnion.dims) for v in graph.xvalues]
-    for value in hidden:
-        value.dims = [1, 4096]
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(graph.Pack(builder), file_identifier=FLATBUFFER_IDENTIFIER)
-    contents.delegate_data[0] = assemble_payload(bytes(builder.Output()), constants)
-    crafted = serialize_pte(contents)
+    crafted = redeclare_values(_lowered(model, x), _dims_are([64, 4096]), [1, 4096], count=None)
     (y,) = Runtime.get().load_program(crafted).load_method("forward").execute([x])
     with torch.no_grad():
         torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
