@@ -36,6 +36,9 @@ RECIPE_VERSION=4   # bump when the build recipe below changes, so the cache key 
 #                                             packed weights 8 KB ahead instead of 896 bytes
 #   xnnpack-plan-memory-failure.patch         a reshape whose workspace allocation failed leaves the
 #                                             runtime unplanned, so the next reshape plans (and fails) again
+#   xnnpack-small-elementwise-sequential.patch  elementwise operators with at most 16 KiB of output run on
+#                                             the calling thread: waking the workers costs more (an LLM's
+#                                             decode step has ~400 such operators)
 #   pthreadpool-sequential-column-tiles-outer.patch   the sequential 2d_tile_2d loop runs column
 #                                             tiles outer, so each weight tile is reused by every row tile
 PATCHES_DIR="$REPO_ROOT/scripts/patches"
@@ -229,6 +232,7 @@ build() {
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-single-thread-l2-tiles.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-qb4w-gemv-far-prefetch.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-plan-memory-failure.patch" >&2
+    patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-small-elementwise-sequential.patch" >&2
     if [[ -d "$src/pthreadpool" ]]; then
       patch -s -d "$src/pthreadpool" -p1 < "$PATCHES_DIR/pthreadpool-sequential-column-tiles-outer.patch" >&2
     fi

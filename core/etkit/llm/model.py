@@ -11,7 +11,7 @@ config fields) with the weights it is given, but with the state an on-device run
 - One key and one value cache per layer, mutable buffers of shape [1, max_context_len, n_kv_heads,
   head_dim], updated in place by ``llama::update_cache``; attention by ``llama::custom_sdpa`` over the
   first ``input_pos + S`` rows, causal mask computed by the kernel (:mod:`etkit.llm.custom_ops`).
-- Rotary tables precomputed for every position, sliced at ``input_pos``.
+- Rotary tables precomputed for every position, sliced at ``input_pos`` (see ``_rotate``).
 """
 from __future__ import annotations
 
@@ -84,11 +84,12 @@ class _Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos) -> torch.Tensor:
         batch, seq, _ = x.shape
         heads, kv_heads, head_dim = self.n_heads, self.n_kv_heads, self.head_dim
-        qkv = self.qkv_proj(x)
+        # [B, S, heads + 2 kv_heads, head_dim]: query heads, key heads, value heads
+        qkv = self.qkv_proj(x).view(batch, seq, heads + 2 * kv_heads, head_dim)
         # the rotary embedding once over the query and key heads together
-        qk = _rotate(qkv[..., :(heads + kv_heads) * head_dim].view(batch, seq, heads + kv_heads, head_dim), cos, sin)
+        qk = _rotate(qkv[:, :, :heads + kv_heads], cos, sin)
         q, k = qk[:, :, :heads], qk[:, :, heads:]
-        v = qkv[..., (heads + kv_heads) * head_dim:].view(batch, seq, kv_heads, head_dim)
+        v = qkv[:, :, heads + kv_heads:]
         torch.ops.llama.update_cache(k, self.k_cache, start_pos)
         torch.ops.llama.update_cache(v, self.v_cache, start_pos)
         if self.use_sdpa_with_kv_cache:
@@ -105,11 +106,14 @@ class _Attention(nn.Module):
         return self.o_proj(y.reshape(batch, seq, self.n_heads * self.head_dim))
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding of x [B, S, H, D] with cos/sin [S, D] (transformers' rotate-half layout)."""
+def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of x [B, S, H, D] (transformers' rotate-half layout) with tables [S, 1, D]:
+    ``x * cos + cat(-x2, x1) * sin`` computed as ``x * cos + cat(x2, x1) * signed_sin``, where
+    ``signed_sin`` is ``sin`` with its first half negated (the same products, one negation fewer), and
+    the tables already broadcast over the heads (no unsqueeze per layer)."""
     half = x.size(-1) // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos[None, :, None, :] + rotated * sin[None, :, None, :]
+    swapped = torch.cat((x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + swapped * signed_sin
 
 
 class _RMSNorm(nn.Module):
@@ -181,8 +185,10 @@ class StaticKVDecoder(nn.Module):
         freqs = positions[:, None] * rotary.inv_freq.to(torch.float32)[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         scaling = float(getattr(rotary, "attention_scaling", 1.0))
-        self.register_buffer("rope_cos", (emb.cos() * scaling).to(dtype), persistent=False)
-        self.register_buffer("rope_sin", (emb.sin() * scaling).to(dtype), persistent=False)
+        signed_sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1)  # see _rotate
+        # [max_context_len, 1, head_dim]: a slice of rows broadcasts over [B, S, H, head_dim]
+        self.register_buffer("rope_cos", (emb.cos() * scaling).to(dtype).unsqueeze(1), persistent=False)
+        self.register_buffer("rope_sin", (signed_sin * scaling).to(dtype).unsqueeze(1), persistent=False)
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         seq = tokens.size(1)

@@ -140,3 +140,61 @@ def test_runtime_kernels_run_on_the_delegates_threads():
     line = next(line for line in run.stdout.splitlines() if line.startswith("RUNTIME"))
     _, runtime_ticks, _, pool_ticks = line.split()
     assert int(runtime_ticks) <= 2 and int(pool_ticks) >= 10, line
+
+_SMALL_OPS_CHILD = r"""
+import os, sys, torch
+import etkit
+from etkit.runtime import Runtime, set_num_threads
+from etkit_xnnpack import XnnpackPartitioner
+
+
+def cpu_ticks():
+    ticks = {}
+    for tid in os.listdir("/proc/self/task"):
+        fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        ticks[tid] = int(fields[11]) + int(fields[12])  # utime + stime
+    return ticks
+
+
+class Chain(torch.nn.Module):  # 120 elementwise operators on one tensor
+    def forward(self, x):
+        for _ in range(40):
+            x = torch.sigmoid(x * 1.25 + 0.5)
+        return x
+
+
+set_num_threads(2)
+torch.manual_seed(0)
+for label, shape in (("SMALL", (1, 576)), ("LARGE", (64, 1024))):  # 2.25 KiB and 256 KiB per value
+    x = torch.randn(*shape)
+    program = etkit.to_edge_transform_and_lower(torch.export.export(Chain(), (x,)),
+                                                partitioner=[XnnpackPartitioner()]).to_executorch()
+    before = set(os.listdir("/proc/self/task"))
+    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    (y,) = method.execute([x])
+    torch.testing.assert_close(y, Chain()(x), atol=1e-5, rtol=1e-5)
+    workers = set(os.listdir("/proc/self/task")) - before if label == "SMALL" else workers
+    start = cpu_ticks()
+    for _ in range(8000 if label == "SMALL" else 150):
+        method.execute([x])
+    end = cpu_ticks()
+    used = {tid: end[tid] - start.get(tid, 0) for tid in end}
+    print(label, sum(used[t] for t in workers), used[str(os.getpid())])
+"""
+
+
+def test_small_elementwise_operators_run_on_the_calling_thread():
+    """With 2 threads, XNNPACK elementwise operators whose output is at most 16 KiB run on the calling thread
+    (scripts/patches/xnnpack-small-elementwise-sequential.patch): in a fresh process, 3000 executes of 120 such
+    operators on a [1, 576] tensor leave the pool's worker idle (per-thread CPU time, /proc/self/task), while the
+    same chain on [64, 1024] keeps it busy; both match eager within 1e-5."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _SMALL_OPS_CHILD], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = {line.split()[0]: [int(v) for v in line.split()[1:]] for line in run.stdout.splitlines()
+             if line.split()[:1] in (["SMALL"], ["LARGE"])}
+    (small_worker, small_caller), (large_worker, _) = lines["SMALL"], lines["LARGE"]
+    assert small_caller >= 10 and small_worker <= max(2, small_caller // 10), lines
+    assert large_worker >= 10, lines

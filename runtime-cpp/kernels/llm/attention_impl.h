@@ -581,6 +581,18 @@ ETKIT_ATTENTION_FLATTEN void attend_all(const AttentionProblem& p) {
                                p.scale, groups, blocks, positions};
   const int64_t items = attention.items(p.batch);
   const int64_t rows = p.is_causal ? p.start_pos + (p.seq + 1) / 2 : p.start_pos + p.seq;  // cache rows, on average
+  if (p.seq == 1) {
+    // A decode step: between two steps the weights have streamed through the caches, so every cache row this
+    // call reads comes from memory, and read a head at a time (a few hundred bytes per row, strided) the loads
+    // wait on memory latency. Asking for the whole used region at once, in address order, lets the memory
+    // system fetch it at streaming speed while the items start; the per-block hints in attend_rows then bring
+    // each block to L1.
+    const int64_t row_elems = p.kv_heads * p.head_dim, used = std::min(p.max_seq, p.start_pos + 1);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      prefetch_rows<2>(static_cast<const T*>(p.key) + b * p.max_seq * row_elems, 1, 0, used * row_elems);
+      prefetch_rows<2>(static_cast<const T*>(p.value) + b * p.max_seq * row_elems, 1, 0, used * row_elems);
+    }
+  }
   const int64_t work_per_item = std::max<int64_t>(1, 2 * rows * p.head_dim * per_position * std::min(positions, p.seq));
   const int64_t grain = std::max<int64_t>(1, kParallelWork / work_per_item);
   runtime::parallel_for(static_cast<size_t>(items), static_cast<size_t>(grain), &Attention<T>::run_range,

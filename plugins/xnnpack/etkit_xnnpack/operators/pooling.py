@@ -14,7 +14,7 @@ from .registry import lowers, op
 @lowers(op("mean", "dim"))
 def lower_mean(ctx: LoweringContext, node: torch.fx.Node) -> None:
     """mean(x[N, C, H, W], dims {H, W}) -> XNNGlobalAvgPooling2d on NHWC (+ reshape when keepdim=False);
-    mean over the last dim -> row means as in layer norm (operators/norm.py), reshaped to the result."""
+    mean over the last dim -> a fully connected with a [1, D] filter of 1/D (see _mean_last_dim)."""
     src = node.args[0]
     keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
     rank = len(ctx.shape(src))
@@ -32,18 +32,45 @@ def lower_mean(ctx: LoweringContext, node: torch.fx.Node) -> None:
 
 
 def _mean_last_dim(ctx: LoweringContext, node: torch.fx.Node) -> None:
+    """mean(x[..., D], -1) as one XNNFullyConnected whose filter is [1, D] of 1/D: one operator where row
+    means by pooling take five (a decode step of an LLM runs one per RMSNorm, and each operator costs a
+    dispatch). Quantized (int8) values keep the pooling form (operators/norm.py)."""
     import math
 
+    from ..serialization.graph_builder import XNN_INVALID_VALUE_ID
     from . import dynamic_shapes as dyn
     from .norm import row_mean, row_view
 
     src = node.args[0]
     shape, bounds = dyn.sym_shape(src), ctx.bounds(src)
     d = int(shape[-1])
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    if ctx.int8_params(src) is None and ctx.int8_params(node) is None:
+        filter_id = ctx.constant_value(_reciprocal_row(d), key=_reciprocal_row(d))
+        if keepdim:
+            out = ctx.define(node, CONTIG)
+        else:
+            out = ctx.builder.add_value_like(ctx.value(src, CONTIG), bounds[:-1] + [1])
+        ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=ctx.value(src, CONTIG),
+                             filterId=filter_id, biasId=XNN_INVALID_VALUE_ID, outputId=out, flags=0,
+                             debug_handle=ctx.debug_handle)
+        if not keepdim:
+            ctx.reshape(out, ctx.define(node, CONTIG), dyn.sym_shape(node) or [1])
+        return
     m, mb = dyn.rows(shape, len(shape) - 1), math.prod(bounds[:-1])
     rows, k = row_view(ctx, ctx.value(src, CONTIG), m, mb, d)
     mean = row_mean(ctx, rows, m, mb, k)
     ctx.reshape(mean, ctx.define(node, CONTIG), dyn.sym_shape(node) or [1])
+
+
+_RECIPROCAL_ROWS: dict = {}
+
+
+def _reciprocal_row(d: int) -> torch.Tensor:
+    """The [1, d] filter of 1/d (one tensor per d, so a delegate defines it once for all its means)."""
+    if d not in _RECIPROCAL_ROWS:
+        _RECIPROCAL_ROWS[d] = torch.full((1, d), 1.0 / d, dtype=torch.float32)
+    return _RECIPROCAL_ROWS[d]
 
 
 #: XNN_FLAG_ALIGN_CORNERS (include/xnnpack.h of XNNPACK 2024-11-08).

@@ -101,7 +101,8 @@ Result<std::shared_ptr<xnn_workspace>> method_workspace(const void* key) {
 
 xnn_status create_xnn_runtime(xnn_subgraph_t subgraph, xnn_weights_cache_t cache, DelegateState& state,
                               uint32_t flags) {
-  // Basic profiling costs one clock read per operator; it lets an EventTracer get per-operator times.
+  // Basic profiling lets an EventTracer get per-operator times; its clock read per operator is turned
+  // off after creation and on again only for traced executes (execute_delegate).
   flags |= XNN_FLAG_BASIC_PROFILING;
   if (state.workspace == nullptr) {
     return xnn_create_runtime_v3(subgraph, cache, state.threadpool, flags, &state.runtime);
@@ -192,6 +193,8 @@ Error create_runtime(xnn_subgraph_t subgraph, const std::vector<uint32_t>& xnode
   }
   if (status != xnn_status_success) return xnn_failed("xnn_create_runtime", status);
   load_operator_names(state, xnode_of_node);
+  // created with profiling so the operator names are known; the clock is read only while traced
+  if (etkit_xnn_runtime_set_profiling(state.runtime, false)) state.profiling = false;
   // Weights are packed while the runtime is created; afterwards the cache only resolves offsets
   // (a soft-finalized private cache stays readable for later reshapes without growing).
   if (state.shared_weights != nullptr) {

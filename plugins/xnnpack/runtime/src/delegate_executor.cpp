@@ -5,6 +5,7 @@
 
 #include "etkit/runtime/scalar_type.h"
 #include "etkit/runtime/tensor.h"
+#include "xnn_internals.h"
 #include "xnn_types.h"
 
 namespace etkit_xnnpack {
@@ -278,6 +279,9 @@ Error execute_delegate(DelegateState& state, Span<EValue*> args, EventTracer* tr
     const xnn_status status = xnn_setup_runtime_v2(state.runtime, state.externals.size(), state.externals.data());
     if (status != xnn_status_success) return xnn_failed("xnn_setup_runtime_v2", status);
     for (const xnn_external_value& external : state.externals) state.setup_pointers.push_back(external.data);
+  }
+  if (state.profiling != (tracer != nullptr) && etkit_xnn_runtime_set_profiling(state.runtime, tracer != nullptr)) {
+    state.profiling = tracer != nullptr;
   }
   const int64_t invoke_start = tracer != nullptr ? EventTracer::now_ns() : 0;
   const xnn_status status = xnn_invoke_runtime(state.runtime);

@@ -69,6 +69,9 @@ class DelegateState {
   std::vector<std::string> operator_names;
   std::vector<int32_t> operator_xnodes;
   std::vector<uint64_t> operator_times_us;
+  /// Whether the runtime reads the clock per operator now: only while a tracer wants the events
+  /// (an LLM's decode step runs ~1500 operators); see execute_delegate.
+  bool profiling = true;
 };
 
 }  // namespace etkit_xnnpack

@@ -23,6 +23,12 @@ size_t etkit_xnn_runtime_operator_nodes(xnn_runtime_t runtime, uint32_t* nodes, 
   return count;
 }
 
+bool etkit_xnn_runtime_set_profiling(xnn_runtime_t runtime, bool enabled) {
+  if (runtime == NULL) return false;
+  runtime->profiling = enabled;
+  return true;
+}
+
 #else
 
 size_t etkit_xnn_subgraph_num_nodes(xnn_subgraph_t subgraph) {
@@ -35,6 +41,12 @@ size_t etkit_xnn_runtime_operator_nodes(xnn_runtime_t runtime, uint32_t* nodes, 
   (void) nodes;
   (void) capacity;
   return SIZE_MAX;
+}
+
+bool etkit_xnn_runtime_set_profiling(xnn_runtime_t runtime, bool enabled) {
+  (void) runtime;
+  (void) enabled;
+  return false;
 }
 
 #endif
