@@ -70,13 +70,9 @@ def test_methods_of_one_program_run_concurrently_in_python_threads():
     assert not mismatches, f"{len(mismatches)} outputs differed from the lone Method's (threads {set(mismatches)})"
 
 
-_LENT_POOL_CHILD = r"""
-import os, torch
-import etkit
-from etkit import _runtime
-from etkit.runtime import Runtime, set_num_threads
-from etkit_xnnpack import XnnpackPartitioner
-import etkit.llm.custom_ops  # noqa: F401  (torch.ops.llama)
+#: Each child's per-thread CPU time: {thread id: utime + stime ticks} from /proc/self/task.
+_CPU_TICKS = r"""
+import os
 
 
 def cpu_ticks():
@@ -85,6 +81,15 @@ def cpu_ticks():
         fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
         ticks[tid] = int(fields[11]) + int(fields[12])  # utime + stime
     return ticks
+"""
+
+_LENT_POOL_CHILD = _CPU_TICKS + r"""
+import os, torch
+import etkit
+from etkit import _runtime
+from etkit.runtime import Runtime, set_num_threads
+from etkit_xnnpack import XnnpackPartitioner
+import etkit.llm.custom_ops  # noqa: F401  (torch.ops.llama)
 
 
 class Sdpa(torch.nn.Module):
@@ -141,19 +146,12 @@ def test_runtime_kernels_run_on_the_delegates_threads():
     _, runtime_ticks, _, pool_ticks = line.split()
     assert int(runtime_ticks) <= 2 and int(pool_ticks) >= 10, line
 
-_SMALL_OPS_CHILD = r"""
-import os, sys, torch
+
+_SMALL_OPS_CHILD = _CPU_TICKS + r"""
+import os, torch
 import etkit
 from etkit.runtime import Runtime, set_num_threads
 from etkit_xnnpack import XnnpackPartitioner
-
-
-def cpu_ticks():
-    ticks = {}
-    for tid in os.listdir("/proc/self/task"):
-        fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
-        ticks[tid] = int(fields[11]) + int(fields[12])  # utime + stime
-    return ticks
 
 
 class Chain(torch.nn.Module):  # 120 elementwise operators on one tensor
