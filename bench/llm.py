@@ -35,8 +35,8 @@ The ExecuTorch 1.5.1 column (``--executorch``):
 
 Targets (etkit / ExecuTorch, same quantization and thread count): decode >= 1.3x, prefill >= 1.0x,
 export time <= 0.2x, peak RSS <= 0.5x. etkit's export peak RSS (the export process's VmHWM) is printed
-beside ExecuTorch's (the optimum-cli process's peak RSS). With fp32 among the variants, a last line gives the
-memory bandwidth one thread reaches here and the decode rate it allows a float32 program (a decode step reads
+beside ExecuTorch's (the optimum-cli process's peak RSS). With fp32 among the variants, a line per thread count gives the
+memory bandwidth those threads reach here and the decode rate it allows a float32 program (a decode step reads
 every weight once). Run it on a quiet host: another job's memory traffic slows one runtime more than the other.
 """
 from __future__ import annotations
@@ -159,14 +159,22 @@ def _llamacpp(threads: int, prompt_tokens: int, new_tokens: int) -> dict:
             "decode_tok_s": (count - 1) / (end - first), "peak_rss_mb": _peak_rss_mb()}
 
 
-def _read_bandwidth_gbs(mb: int = 512, repeats: int = 5) -> float:
-    """GB/s one thread reads from memory here: numpy's max over a `mb` MB float32 array, best of `repeats`."""
+def _read_bandwidth_gbs(threads: int = 1, mb: int = 512, repeats: int = 5) -> float:
+    """GB/s `threads` threads read from memory here: numpy's max over a `mb` MB float32 array split into one
+    part per thread (numpy releases the GIL in the reduction), best of `repeats`."""
+    import threading
+
     import numpy as np
     a = np.ones(mb * (1 << 20) // 4, dtype=np.float32)
+    parts = np.array_split(a, threads)
     best = float("inf")
     for _ in range(repeats):
+        workers = [threading.Thread(target=part.max) for part in parts]
         start = time.perf_counter()
-        a.max()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
         best = min(best, time.perf_counter() - start)
     return a.nbytes / best / 1e9
 
@@ -309,7 +317,7 @@ def main() -> None:
               + ratio_title)
     print(header)
     eager = {t: _spawn("--child", "eager", "--threads", str(t), *common) for t in args.threads}
-    checks, notes, et_exports, one_thread = [], [], {}, {}
+    checks, notes, et_exports, measured = [], [], {}, {}
     llamacpp = {}
     for t in args.threads:  # a reference column only: a llama.cpp that cannot run here is a note, not a failure
         try:
@@ -346,10 +354,9 @@ def main() -> None:
                     notes.append(f"{variant}, {t} thread(s): ExecuTorch run failed, anchors used: {str(error)[-500:]}")
                     et_export = None
             r = _median_run(runs)
-            if t == 1:
-                one_thread[variant] = (exported["pte_mb"], r)
             row = _row(variant, t, exported["pte_mb"], exported["export_s"], exported["export_peak_rss_mb"], r)
             et = _median_run(et_list) if et_export is not None and et_list else None
+            measured[(variant, t)] = (exported["pte_mb"], r, et)
             if args.repeats > 1:
                 spread = f"{variant}, {t} thread(s), {args.repeats} runs: etkit decode " + _spread(runs, "decode_tok_s")
                 if et is not None:
@@ -388,15 +395,20 @@ def main() -> None:
         f"{v}: {a['pte_mb']} MB, export {a['export_s'] / 60:.0f} min, load {a['load_s']} s, prefill(5 tok) "
         f"{a['prefill_5_ms']} ms, decode {a['decode_tok_s']} tok/s, peak RSS {a['peak_rss_mb']} MB"
         for v, a in EXECUTORCH.items()))
-    if one_thread.get("fp32"):
+    for (variant, t), (pte_mb, r, et) in measured.items():
+        if variant != "fp32":
+            continue
         # A decode step reads every weight once (the embedding row it looks up aside, the tied table is read
         # by the output projection), so memory bandwidth bounds its rate: the ceiling for a float program.
-        pte_mb, r = one_thread["fp32"]
-        gbs = _read_bandwidth_gbs()
-        print(f"memory: one thread reads {gbs:.1f} GB/s here (numpy max over 512 MB, best of 5); fp32 decode reads "
-              f"about its {pte_mb:.0f} MB of weights per token, so one thread decodes at most "
-              f"{gbs * 1e3 / pte_mb:.1f} tok/s; etkit's 1-thread median: {r['decode_tok_s']:.1f} "
-              f"({r['decode_tok_s'] * pte_mb / 1e3:.1f} GB/s)")
+        gbs = _read_bandwidth_gbs(t)
+        line = (f"memory: {t} thread(s) read {gbs:.1f} GB/s here (numpy max over 512 MB, best of 5); fp32 decode "
+                f"reads about its {pte_mb:.0f} MB of weights per token, so {t} thread(s) decode at most "
+                f"{gbs * 1e3 / pte_mb:.1f} tok/s; etkit's median: {r['decode_tok_s']:.1f} "
+                f"({r['decode_tok_s'] * pte_mb / 1e3:.1f} GB/s)")
+        if et is not None:
+            line += (f"; 1.3x ExecuTorch's {et['decode_tok_s']:.1f} would be {1.3 * et['decode_tok_s']:.1f} tok/s "
+                     f"({1.3 * et['decode_tok_s'] * pte_mb / 1e3:.1f} GB/s)")
+        print(line)
     for note in notes:
         print("note: " + note)
     print("targets: decode >= 1.3x, prefill >= 1.0x, export <= 0.2x, peak RSS <= 0.5x (same quantization and "

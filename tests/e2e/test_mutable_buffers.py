@@ -72,3 +72,17 @@ def test_a_fresh_method_starts_from_the_exported_state():
     first = Runtime.get().load_program(program).load_method("forward").execute([x])[0]
     again = Runtime.get().load_program(program).load_method("forward").execute([x])[0]
     torch.testing.assert_close(first, again, atol=0, rtol=0)
+
+
+def test_only_nonzero_initial_states_are_stored():
+    """A buffer that starts all zeros (a KV cache, a step counter) stores no initial state: the runtime zeroes
+    planned memory before the first execute. RunningMean's total (0.5) is stored; its steps (0) and KVCache's
+    keys are not, and both still match eager (test_buffers_carry_state_across_executions)."""
+    from etkit.serialize.pte import deserialize_pte
+
+    def stored(model, example):
+        pte = etkit.to_edge(torch.export.export(copy.deepcopy(model), example)).to_executorch().buffer
+        return [len(b) for b in deserialize_pte(pte).mutable_data if b]
+
+    assert stored(RunningMean().eval(), (torch.ones(4),)) == [4 * 4]
+    assert stored(KVCache(length=64).eval(), (torch.ones(1, 8), torch.tensor([0]))) == []

@@ -72,6 +72,15 @@ def test_readme_dynamic_shapes_example_runs(tmp_path, monkeypatch):
     assert scope["y"].shape == (3, 40, 32)
 
 
+def test_xnnpack_readme_dynamic_shapes_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "readme_example"}
+    # compares three sequence lengths with eager itself
+    exec(compile(_block('Dim("seq"', XNNPACK_README), str(XNNPACK_README), "exec"), scope)
+    (report,) = scope["edge"].partition_reports["forward"]
+    assert report.num_partitions == 1 and not report.rejected, report.format()
+
+
 def test_readme_weights_cache_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "readme_example"}

@@ -87,8 +87,15 @@ class ProgramData:
         return self._constant_ids[raw]
 
     def add_mutable(self, tensor: torch.Tensor) -> int:
-        """Index of ``tensor``'s bytes in the mutable data segment (each mutable buffer gets its own)."""
-        self.mutable_data.append(tensor_bytes(tensor))
+        """Index of ``tensor``'s bytes in the mutable data segment (each mutable buffer gets its own), or 0
+        (no stored initial state) when every byte is zero: the runtime zeroes planned memory before a method
+        first runs, its own and a caller's (``MemoryManager``), so a KV cache of ``max_context_len`` rows costs
+        the ``.pte`` nothing. (ExecuTorch's emitter stores no initial state for any mutated buffer unless
+        ``meta["et_init_buffer"]`` is set, so its runtime runs such programs too.)"""
+        raw = tensor_bytes(tensor)
+        if raw.count(0) == len(raw):
+            return 0
+        self.mutable_data.append(raw)
         return len(self.mutable_data) - 1
 
     def add_named_data(self, entries: dict, owner: str) -> None:
@@ -294,7 +301,8 @@ class MethodEmitter:
         specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
         # Mutable buffers (a KV cache, batch-norm statistics in training mode): the buffer is a planned
         # tensor alive for the whole method, never shared, so its value survives between executions;
-        # its initial value is in the mutable data segment; after the last instruction `aten::copy_`
+        # its initial value is in the mutable data segment unless it is all zeros (see add_mutable); after
+        # the last instruction `aten::copy_`
         # writes the new value into it (ExecuTorch's scheme).
         # An input the program mutates in place gets the same copy_ into the input's tensor (in the
         # method's memory: the caller's tensor is copied in by set_input, so it does not change).
