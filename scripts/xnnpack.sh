@@ -39,6 +39,8 @@ RECIPE_VERSION=4   # bump when the build recipe below changes, so the cache key 
 #   xnnpack-small-elementwise-sequential.patch  elementwise operators with at most 16 KiB of output run on
 #                                             the calling thread: waking the workers costs more (an LLM's
 #                                             decode step has ~400 such operators)
+#   xnnpack-small-fully-connected-sequential.patch  fully connected operators with at most 64K
+#                                             multiply-adds run on the calling thread too (after the above)
 #   pthreadpool-sequential-column-tiles-outer.patch   the sequential 2d_tile_2d loop runs column
 #                                             tiles outer, so each weight tile is reused by every row tile
 PATCHES_DIR="$REPO_ROOT/scripts/patches"
@@ -233,6 +235,7 @@ build() {
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-qb4w-gemv-far-prefetch.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-plan-memory-failure.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-small-elementwise-sequential.patch" >&2
+    patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-small-fully-connected-sequential.patch" >&2
     if [[ -d "$src/pthreadpool" ]]; then
       patch -s -d "$src/pthreadpool" -p1 < "$PATCHES_DIR/pthreadpool-sequential-column-tiles-outer.patch" >&2
     fi

@@ -127,6 +127,30 @@ def test_torchao_int8_dynamic_activation_intx_weight_linears_run_on_xnnpack(weig
     _assert_matches(y, reference, f"torchao {weight_dtype} {granularity} vs reference")
 
 
+@pytest.mark.parametrize("weight_dtype,granularity,expected", [
+    ("int8", "axis", QCINT8), ("int4", "axis", QCINT4), ("int4", "group32", FP32),
+])
+def test_torchao_weight_only_linears_keep_their_integer_weights(weight_dtype, granularity, expected):
+    """``IntxWeightOnlyConfig`` linears (``LlmConfig(quantize="8w")``): float32 activations times int8 / int4
+    per-channel weights as stored (XNNPACK's f32_qc8w / f32_qc4w), so the payload holds the integers, not a
+    float32 copy; per-group int4 has no float32-input kernel and is dequantized into the payload. The
+    reference dequantizes the same integers, so only summation order differs: atol = rtol = 1e-4."""
+    from torchao.quantization import IntxWeightOnlyConfig
+    from torchao.quantization.granularity import PerAxis, PerGroup
+
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(128, 96), nn.ReLU(), nn.Linear(96, 64, bias=False)).eval()
+    gran = PerAxis(0) if granularity == "axis" else PerGroup(32)
+    _torchao(model, IntxWeightOnlyConfig(weight_dtype=getattr(torch, weight_dtype), granularity=gran),
+             lambda m, fqn: isinstance(m, nn.Linear))
+    x = torch.randn(3, 5, 128)
+    manager, report, y = _lower_and_run(torch.export.export(model, (x,)), (x,))
+    assert report.num_partitions == 1 and not report.rejected, report.format()
+    (types,) = _datatypes(manager)
+    assert expected in types and QDINT8 not in types, f"payload datatypes {types}: expected {expected}, no qd8"
+    torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
+
+
 def test_torchao_weight_only_embedding_runs_and_linears_stay_qd8():
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig
     from torchao.quantization.granularity import PerAxis, PerGroup

@@ -54,6 +54,10 @@ def _dynamic_filter(ctx: LoweringContext, node: torch.fx.Node, w_arg) -> int:
     weight, reason = dynamic_weight(w_arg, ctx.constant)
     if weight is None:
         raise LoweringError(f"{node_desc(node)}: {reason}")
+    return _quantized_filter(ctx, weight)
+
+
+def _quantized_filter(ctx: LoweringContext, weight) -> int:
     n, k = weight.values.shape
     if weight.bits == 8:
         data = weight.values.contiguous().numpy().tobytes()
@@ -66,6 +70,18 @@ def _dynamic_filter(ctx: LoweringContext, node: torch.fx.Node, w_arg) -> int:
     return ctx.builder.add_packed_constant(data, [n, k], datatype=weight.datatype, quant=quant)
 
 
+def _weight_only(ctx: LoweringContext, x, w_arg):
+    """The int8 / int4 per-channel weight behind a float32 linear's dequantized weight (torchao's
+    ``IntxWeightOnlyConfig``, ``LlmConfig(quantize="8w")``), which XNNPACK multiplies with float32
+    activations as it stores them (``f32_qc8w`` / ``f32_qc4w``), or None: per-group int4 has no float32-input
+    kernel in XNNPACK 2024-11, so such a weight is dequantized into the payload as float32."""
+    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    if ctx.quant_mode or not isinstance(val, torch.Tensor) or val.dtype != torch.float32:
+        return None
+    weight, _ = dynamic_weight(w_arg, ctx.constant)
+    return weight if weight is not None and weight.group_size is None else None
+
+
 def _fully_connected(ctx: LoweringContext, node: torch.fx.Node, x, weight_nk: torch.Tensor,
                      bias: torch.Tensor | None, w_arg) -> None:
     input_id = ctx.value(x, CONTIG)
@@ -76,6 +92,18 @@ def _fully_connected(ctx: LoweringContext, node: torch.fx.Node, x, weight_nk: to
         ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=input_id, filterId=filter_id,
                              biasId=bias_id, outputId=ctx.define(node, CONTIG), flags=0,
                              debug_handle=ctx.debug_handle, output_min_max=ctx.output_clamp(node))
+        return
+    weight_only = _weight_only(ctx, x, w_arg)
+    if weight_only is not None:
+        # XNNPACK 2024-11's f32_qc8w / f32_qc4w kernels multiply the packed bias by the weight scale along with
+        # the sums, so the bias is a separate add
+        filter_id, output_id = _quantized_filter(ctx, weight_only), ctx.define(node, CONTIG)
+        product_id = output_id if bias is None else ctx.intermediate(node, ctx.bounds(node))
+        ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=input_id, filterId=filter_id,
+                             biasId=XNN_INVALID_VALUE_ID, outputId=product_id, flags=0, debug_handle=ctx.debug_handle,
+                             output_min_max=ctx.output_clamp(node) if bias is None else None)
+        if bias is not None:
+            ctx.binary("XNNAdd", product_id, ctx.constant_value(bias.reshape(-1)), output_id, ctx.output_clamp(node))
         return
     filter_id, bias_id = _weights(ctx, node, input_id, weight_nk, bias, w_arg, 0)
     ctx.builder.add_node("XNNFullyConnected", "XNNFullyConnected", input1Id=input_id, filterId=filter_id,
