@@ -159,24 +159,21 @@ def _llamacpp(threads: int, prompt_tokens: int, new_tokens: int) -> dict:
             "decode_tok_s": (count - 1) / (end - first), "peak_rss_mb": _peak_rss_mb()}
 
 
-def _read_bandwidth_gbs(threads: int = 1, mb: int = 512, repeats: int = 5) -> float:
-    """GB/s `threads` threads read from memory here: numpy's max over a `mb` MB float32 array split into one
-    part per thread (numpy releases the GIL in the reduction), best of `repeats`."""
-    import threading
-
-    import numpy as np
-    a = np.ones(mb * (1 << 20) // 4, dtype=np.float32)
-    parts = np.array_split(a, threads)
+def _read_bandwidth_gbs(threads: int = 1, mb: int = 512, repeats: int = 7) -> float:
+    """GB/s `threads` threads read from memory here: torch's sum over a `mb` MB float32 tensor (AVX-512, one
+    contiguous part per thread), best of `repeats`. This host's bandwidth at 2 threads drifts with its
+    neighbours' traffic (34-55 GB/s within minutes), so the figure holds for the minute it was taken."""
+    import torch
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    a = torch.ones(mb * (1 << 20) // 4)
     best = float("inf")
     for _ in range(repeats):
-        workers = [threading.Thread(target=part.max) for part in parts]
         start = time.perf_counter()
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+        a.sum()
         best = min(best, time.perf_counter() - start)
-    return a.nbytes / best / 1e9
+    torch.set_num_threads(previous)
+    return a.numel() * 4 / best / 1e9
 
 
 def _median_run(runs: list) -> dict:
@@ -356,7 +353,9 @@ def main() -> None:
             r = _median_run(runs)
             row = _row(variant, t, exported["pte_mb"], exported["export_s"], exported["export_peak_rss_mb"], r)
             et = _median_run(et_list) if et_export is not None and et_list else None
-            measured[(variant, t)] = (exported["pte_mb"], r, et)
+            # the bandwidth a float program's decode is bound by, read right after its runs (it drifts here)
+            measured[(variant, t)] = (exported["pte_mb"], r, et,
+                                      _read_bandwidth_gbs(t) if variant == "fp32" else None)
             if args.repeats > 1:
                 spread = f"{variant}, {t} thread(s), {args.repeats} runs: etkit decode " + _spread(runs, "decode_tok_s")
                 if et is not None:
@@ -395,13 +394,12 @@ def main() -> None:
         f"{v}: {a['pte_mb']} MB, export {a['export_s'] / 60:.0f} min, load {a['load_s']} s, prefill(5 tok) "
         f"{a['prefill_5_ms']} ms, decode {a['decode_tok_s']} tok/s, peak RSS {a['peak_rss_mb']} MB"
         for v, a in EXECUTORCH.items()))
-    for (variant, t), (pte_mb, r, et) in measured.items():
-        if variant != "fp32":
+    for (variant, t), (pte_mb, r, et, gbs) in measured.items():
+        if gbs is None:
             continue
         # A decode step reads every weight once (the embedding row it looks up aside, the tied table is read
         # by the output projection), so memory bandwidth bounds its rate: the ceiling for a float program.
-        gbs = _read_bandwidth_gbs(t)
-        line = (f"memory: {t} thread(s) read {gbs:.1f} GB/s here (numpy max over 512 MB, best of 5); fp32 decode "
+        line = (f"memory: {t} thread(s) read {gbs:.1f} GB/s here (torch sum over 512 MB, best of 7); fp32 decode "
                 f"reads about its {pte_mb:.0f} MB of weights per token, so {t} thread(s) decode at most "
                 f"{gbs * 1e3 / pte_mb:.1f} tok/s; etkit's median: {r['decode_tok_s']:.1f} "
                 f"({r['decode_tok_s'] * pte_mb / 1e3:.1f} GB/s)")
