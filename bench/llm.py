@@ -161,8 +161,8 @@ def _llamacpp(threads: int, prompt_tokens: int, new_tokens: int) -> dict:
 
 def _read_bandwidth_gbs(threads: int = 1, mb: int = 512, repeats: int = 7) -> float:
     """GB/s `threads` threads read from memory here: torch's sum over a `mb` MB float32 tensor (AVX-512, one
-    contiguous part per thread), best of `repeats`. This host's bandwidth at 2 threads drifts with its
-    neighbours' traffic (34-55 GB/s within minutes), so the figure holds for the minute it was taken."""
+    contiguous part per thread), best of `repeats`. This host's bandwidth drifts with its neighbours'
+    traffic, most at 2 threads, so the figure holds for the minute it was taken."""
     import torch
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)

@@ -151,6 +151,23 @@ def test_torchao_weight_only_linears_keep_their_integer_weights(weight_dtype, gr
     torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
 
 
+def test_weight_only_int4_with_an_odd_input_size_stays_float32():
+    """int4 packs two values a byte, so a weight-only int4 linear with 33 inputs is dequantized into the payload
+    as float32 instead of failing to pack; it matches eager at 1e-4."""
+    from torchao.quantization import IntxWeightOnlyConfig
+    from torchao.quantization.granularity import PerAxis
+
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(33, 16)).eval()
+    _torchao(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerAxis(0)))
+    x = torch.randn(2, 33)
+    manager, report, y = _lower_and_run(torch.export.export(model, (x,)), (x,))
+    assert report.num_partitions == 1 and not report.rejected, report.format()
+    (types,) = _datatypes(manager)
+    assert QCINT4 not in types, types
+    torch.testing.assert_close(y, model(x), atol=1e-4, rtol=1e-4)
+
+
 def test_torchao_weight_only_embedding_runs_and_linears_stay_qd8():
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig
     from torchao.quantization.granularity import PerAxis, PerGroup

@@ -79,7 +79,9 @@ def _weight_only(ctx: LoweringContext, x, w_arg):
     if ctx.quant_mode or not isinstance(val, torch.Tensor) or val.dtype != torch.float32:
         return None
     weight, _ = dynamic_weight(w_arg, ctx.constant)
-    return weight if weight is not None and weight.group_size is None else None
+    if weight is None or weight.group_size is not None or (weight.bits == 4 and weight.values.shape[1] % 2):
+        return None  # (int4 packs two values a byte: an odd input size stays float32 too)
+    return weight
 
 
 def _fully_connected(ctx: LoweringContext, node: torch.fx.Node, x, weight_nk: torch.Tensor,
