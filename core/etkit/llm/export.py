@@ -44,9 +44,9 @@ class LlmConfig:
         quantize: linear layers' quantization: ``"8da4w"`` (int8 dynamic activations, int4 weights per
             ``group_size``), ``"8da8w"`` (int8 weights per channel), ``"4w"`` / ``"8w"`` (weight-only), or
             ``None``. Uses torchao's ``quantize_``; a CPU delegate runs the 8da forms as dynamically quantized
-            fully connected layers. XNNPACK runs ``"8w"`` and ``"4w"`` with ``group_size=0`` on the stored
-            int8 / int4 weights with float32 activations; it has no such kernel for per-group int4, so ``"4w"``
-            with groups is dequantized to float32 weights in its payload (the ``.pte`` is then no smaller).
+            fully connected layers, and the weight-only forms on the stored int8 / int4 weights with float32
+            activations where it has such kernels (the CPU plugin's README says which: per-group int4 may be
+            dequantized to float32 weights in its payload, and the ``.pte`` is then no smaller).
         group_size: weights per quantization group for 4-bit weights (what the backend supports, often a
             multiple of 32);
             0 means per output channel.
