@@ -34,6 +34,8 @@ RECIPE_VERSION=4   # bump when the build recipe below changes, so the cache key 
 #                                             cache-aware tiles itself; this 2024-11 release does not)
 #   xnnpack-qb4w-gemv-far-prefetch.patch     the int4-weight GEMV kernels (an LLM's decode) prefetch the
 #                                             packed weights 8 KB ahead instead of 896 bytes
+#   xnnpack-qd8-gemv-hardware-prefetch.patch  the int8 and per-channel int4 GEMV kernels issue no software
+#                                             prefetch (theirs, 768-960 bytes ahead, slowed the stream)
 #   xnnpack-plan-memory-failure.patch         a reshape whose workspace allocation failed leaves the
 #                                             runtime unplanned, so the next reshape plans (and fails) again
 #   xnnpack-small-elementwise-sequential.patch  elementwise operators with at most 16 KiB of output run on
@@ -233,6 +235,7 @@ build() {
     log "applying $(cd "$PATCHES_DIR" && echo *.patch)"
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-single-thread-l2-tiles.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-qb4w-gemv-far-prefetch.patch" >&2
+    patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-qd8-gemv-hardware-prefetch.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-plan-memory-failure.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-small-elementwise-sequential.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-small-fully-connected-sequential.patch" >&2
