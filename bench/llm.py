@@ -36,7 +36,8 @@ The ExecuTorch 1.5.1 column (``--executorch``):
 Targets (etkit / ExecuTorch, same quantization and thread count): decode >= 1.3x, prefill >= 1.0x,
 export time <= 0.2x, peak RSS <= 0.5x. etkit's export peak RSS (the export process's VmHWM) is printed
 beside ExecuTorch's (the optimum-cli process's peak RSS). With fp32 among the variants, a line per thread count gives the
-memory bandwidth those threads reach here and the decode rate it allows a float32 program (a decode step reads
+rate those threads read memory here (torch's sum, and XNNPACK's float32 matrix-vector product as
+bench/xnnpack_gemv.py runs it) and the decode rate the latter allows a float32 program (a decode step reads
 every weight once). Run it on a quiet host: another job's memory traffic slows one runtime more than the other.
 """
 from __future__ import annotations
@@ -159,21 +160,15 @@ def _llamacpp(threads: int, prompt_tokens: int, new_tokens: int) -> dict:
             "decode_tok_s": (count - 1) / (end - first), "peak_rss_mb": _peak_rss_mb()}
 
 
-def _read_bandwidth_gbs(threads: int = 1, mb: int = 512, repeats: int = 7) -> float:
-    """GB/s `threads` threads read from memory here: torch's sum over a `mb` MB float32 tensor (AVX-512, one
-    contiguous part per thread), best of `repeats`. This host's bandwidth drifts with its neighbours'
-    traffic, most at 2 threads, so the figure holds for the minute it was taken."""
-    import torch
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    a = torch.ones(mb * (1 << 20) // 4)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a.sum()
-        best = min(best, time.perf_counter() - start)
-    torch.set_num_threads(previous)
-    return a.numel() * 4 / best / 1e9
+def _memory_rates(threads: int) -> tuple:
+    """``(torch sum GB/s, XNNPACK float32 GEMV GB/s)`` with ``threads`` threads, read now: the rate torch's sum
+    reads a 512 MB tensor and the rate XNNPACK's float32 matrix-vector product (what a float32 decode step runs
+    for every linear) streams 453 MB of weights (bench/xnnpack_gemv.py). This host's bandwidth drifts with its
+    neighbours' traffic, most at 2 threads, so the figures hold for the minute they were taken."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import xnnpack_gemv
+    _, _, gemv, read = xnnpack_gemv.measure("fp32", threads, repeats=7)
+    return read, gemv
 
 
 def _median_run(runs: list) -> dict:
@@ -355,7 +350,7 @@ def main() -> None:
             et = _median_run(et_list) if et_export is not None and et_list else None
             # the bandwidth a float program's decode is bound by, read right after its runs (it drifts here)
             measured[(variant, t)] = (exported["pte_mb"], r, et,
-                                      _read_bandwidth_gbs(t) if variant == "fp32" else None)
+                                      _memory_rates(t) if variant == "fp32" else None)
             if args.repeats > 1:
                 spread = f"{variant}, {t} thread(s), {args.repeats} runs: etkit decode " + _spread(runs, "decode_tok_s")
                 if et is not None:
@@ -394,15 +389,17 @@ def main() -> None:
         f"{v}: {a['pte_mb']} MB, export {a['export_s'] / 60:.0f} min, load {a['load_s']} s, prefill(5 tok) "
         f"{a['prefill_5_ms']} ms, decode {a['decode_tok_s']} tok/s, peak RSS {a['peak_rss_mb']} MB"
         for v, a in EXECUTORCH.items()))
-    for (variant, t), (pte_mb, r, et, gbs) in measured.items():
-        if gbs is None:
+    for (variant, t), (pte_mb, r, et, rates) in measured.items():
+        if rates is None:
             continue
         # A decode step reads every weight once (the embedding row it looks up aside, the tied table is read
-        # by the output projection), so memory bandwidth bounds its rate: the ceiling for a float program.
-        line = (f"memory: {t} thread(s) read {gbs:.1f} GB/s here (torch sum over 512 MB, best of 7); fp32 decode "
-                f"reads about its {pte_mb:.0f} MB of weights per token, so {t} thread(s) decode at most "
-                f"{gbs * 1e3 / pte_mb:.1f} tok/s; etkit's median: {r['decode_tok_s']:.1f} "
-                f"({r['decode_tok_s'] * pte_mb / 1e3:.1f} GB/s)")
+        # by the output projection), so the rate its kernel streams weights bounds it: the ceiling for a float
+        # program.
+        read, gemv = rates
+        line = (f"memory: {t} thread(s): torch's sum read {read:.1f} GB/s, XNNPACK's float32 GEMV streamed "
+                f"{gemv:.1f} GB/s (bench/xnnpack_gemv.py); fp32 decode reads about its {pte_mb:.0f} MB of weights "
+                f"per token, so at that rate {t} thread(s) decode at most {gemv * 1e3 / pte_mb:.1f} tok/s; "
+                f"etkit's median: {r['decode_tok_s']:.1f} ({r['decode_tok_s'] * pte_mb / 1e3:.1f} GB/s)")
         if et is not None:
             line += (f"; 1.3x ExecuTorch's {et['decode_tok_s']:.1f} would be {1.3 * et['decode_tok_s']:.1f} tok/s "
                      f"({1.3 * et['decode_tok_s'] * pte_mb / 1e3:.1f} GB/s)")

@@ -58,6 +58,32 @@ def _program(fmt: str, out_features: int) -> bytes:
     return etkit.to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
 
 
+def measure(fmt: str, threads: int = 1, out_features: int = 196608, repeats: int = 15) -> tuple:
+    """One format's GEMV: ``(program MB, best execute ms, GB/s streamed, torch sum GB/s)``, with ``threads``
+    threads for both (``etkit.runtime.set_num_threads`` and ``torch.set_num_threads``; torch's count is put back)."""
+    import numpy as np
+    from etkit.runtime import Runtime, set_num_threads
+
+    set_num_threads(threads)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        pte = _program(fmt, out_features)
+        method = Runtime.get().load_program(pte).load_method("forward")
+        x = np.random.default_rng(0).standard_normal((1, 576), dtype=np.float32)
+        method.execute([x])  # first touch of the packed weights
+        read = _read_bandwidth_gbs()
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            method.execute([x])
+            best = min(best, time.perf_counter() - start)
+        del method
+    finally:
+        torch.set_num_threads(previous)
+    return len(pte) / 1e6, best * 1e3, len(pte) / best / 1e9, read
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -70,25 +96,11 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown format(s) {unknown}; choose from {list(FORMATS)}")
 
-    from etkit.runtime import Runtime, set_num_threads
-    set_num_threads(args.threads)
-    torch.set_num_threads(args.threads)
-    x = torch.randn(1, 576).numpy()
     print(f"XNNPACK GEMV, [1, 576] x [576, {args.out_features}], {args.threads} thread(s), best of {args.repeats}")
     print(f"{'format':12s} {'MB':>7s} {'ms':>8s} {'GB/s':>6s} {'torch sum GB/s':>15s} {'ratio':>6s}")
     for fmt in formats:
-        pte = _program(fmt, args.out_features)
-        method = Runtime.get().load_program(pte).load_method("forward")
-        method.execute([x])  # first touch of the packed weights
-        read = _read_bandwidth_gbs()
-        best = float("inf")
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            method.execute([x])
-            best = min(best, time.perf_counter() - start)
-        rate = len(pte) / best / 1e9
-        print(f"{fmt:12s} {len(pte) / 1e6:7.1f} {best * 1e3:8.3f} {rate:6.1f} {read:15.1f} {rate / read:6.2f}")
-        del method
+        mb, ms, rate, read = measure(fmt, args.threads, args.out_features, args.repeats)
+        print(f"{fmt:12s} {mb:7.1f} {ms:8.3f} {rate:6.1f} {read:15.1f} {rate / read:6.2f}")
     return 0
 
 
