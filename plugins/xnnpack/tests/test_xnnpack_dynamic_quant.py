@@ -104,6 +104,29 @@ def _torchao(model, config, filter_fn=None):
 
 
 @pytest.mark.parametrize("weight_dtype,granularity,expected", [
+    ("int4", "group32", QBINT4), ("int4", "axis", QCINT4), ("int8", "axis", QCINT8),
+])
+def test_one_row_8da_linears_match_eager(weight_dtype, granularity, expected):
+    """One row of activations (an LLM's decode step) runs XNNPACK's 1-row kernels, whose weight prefetching
+    scripts/patches/ changes (xnnpack-qb4w-gemv-far-prefetch, xnnpack-qd8-gemv-hardware-prefetch): 576 inputs
+    and 1056 outputs (66 column tiles of 16), a bias, compared with torchao's eager model."""
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig
+    from torchao.quantization.granularity import PerAxis, PerGroup
+
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(576, 1056), nn.ReLU(), nn.Linear(1056, 576, bias=False)).eval()
+    gran = PerAxis(0) if granularity == "axis" else PerGroup(32)
+    _torchao(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=getattr(torch, weight_dtype),
+                                                          weight_granularity=gran))
+    x = torch.randn(1, 576)
+    manager, report, y = _lower_and_run(torch.export.export(model, (x,)), (x,))
+    assert report.num_partitions == 1 and not report.rejected, report.format()
+    (types,) = _datatypes(manager)
+    assert {QDINT8, expected} <= types, f"payload datatypes {types}: expected qdint8 activations and {expected}"
+    _assert_matches(y, model(x), f"one row, torchao {weight_dtype} {granularity} vs eager")
+
+
+@pytest.mark.parametrize("weight_dtype,granularity,expected", [
     ("int4", "group32", QBINT4), ("int4", "group64", QBINT4), ("int4", "axis", QCINT4), ("int8", "axis", QCINT8),
 ])
 def test_torchao_int8_dynamic_activation_intx_weight_linears_run_on_xnnpack(weight_dtype, granularity, expected):
