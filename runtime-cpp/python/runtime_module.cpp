@@ -613,6 +613,10 @@ NB_MODULE(_runtime, m) {
       "Bytes one Method may claim (program file + planned buffers) for methods loaded from now on; 0: the RAM.");
   m.def("memory_limit", [] { return rt::memory_limit(); });
   m.def(
+      "set_loop_limit", [](uint64_t iterations) { rt::set_loop_limit(iterations); }, nb::arg("iterations"),
+      "Backward jumps one execute may take (0: the default, 2^24).");
+  m.def("loop_limit", [] { return rt::loop_limit(); });
+  m.def(
       "set_log_level", [](int level) { rt::set_log_level(static_cast<rt::LogLevel>(level)); }, nb::arg("level"),
       "Drop log messages below `level` (0 Debug, 1 Info, 2 Error, 3 Fatal; log.h).");
   m.def("log_level", [] { return static_cast<int>(rt::log_level()); });

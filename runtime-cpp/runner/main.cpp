@@ -3,7 +3,7 @@
 //
 //   etkit_runner --model_path m.pte [--data_path m.ptd] [--method forward] [--input a.npy ...] [--threads N]
 //                [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]
-//                [--memory_limit BYTES] [--progress_every SECONDS]
+//                [--memory_limit BYTES] [--loop_limit N] [--progress_every SECONDS]
 //                [--etdump_path P [--debug_buffer_path B] [--debug_level L] [--debug_buffer_size BYTES]]
 //   etkit_runner --model_path m.bpte --bundled_program [--method NAME] [--rtol R] [--atol A]
 //
@@ -17,6 +17,8 @@
 // named data the program keeps outside itself (ExportedProgram written with external_constants=True).
 // --memory_limit refuses a method whose program file plus planned buffers exceed BYTES (default: the
 // machine's RAM; etkit::runtime::set_memory_limit).
+// --loop_limit fails an execute whose loops jump back more than N times (default 2^24;
+// etkit::runtime::set_loop_limit): a crafted program's endless loop ends with an error instead of a hang.
 // --progress_every S prints "progress: N executions, R executions/s over the last T s" every S seconds while
 // iterating (bench/soak.py reads it for a long run's rate over time).
 // --profile prints the timed events of the last iteration (method, kernels, delegate calls and the
@@ -61,6 +63,7 @@ struct Options {
   std::vector<std::string> inputs;
   int threads = 0;
   unsigned long long memory_limit = 0;  // bytes; 0: the machine's RAM
+  unsigned long long loop_limit = 0;    // backward jumps per execute; 0: the runtime's default
   int iterations = 10;
   double progress_every_s = 0;  // 0: no progress lines
   bool random = false;
@@ -84,7 +87,7 @@ int usage(const char* msg) {
                "usage: etkit_runner --model_path M.pte [--data_path D.ptd] [--method NAME] [--input X.npy ...]\n"
                "                    [--threads N]\n"
                "                    [--iterations K] [--random] [--output_prefix P] [--list_backends] [--profile]\n"
-               "                    [--memory_limit BYTES] [--progress_every SECONDS]\n"
+               "                    [--memory_limit BYTES] [--loop_limit N] [--progress_every SECONDS]\n"
                "                    [--etdump_path P [--debug_buffer_path B] [--debug_level none|program_outputs|"
                "intermediate_outputs]\n"
                "                     [--debug_buffer_size BYTES] [--etdump_capacity EVENTS]]\n"
@@ -139,6 +142,15 @@ bool parse(int argc, char** argv, Options* o) {
         return false;
       }
       o->memory_limit = bytes;
+    } else if (a == "--loop_limit") {
+      if (!(v = value("--loop_limit"))) return false;
+      char* end = nullptr;
+      unsigned long long jumps = std::strtoull(v, &end, 10);
+      if (end == v || *end != '\0' || jumps == 0 || v[0] == '-') {
+        std::fprintf(stderr, "etkit_runner: --loop_limit takes a number of backward jumps > 0, got '%s'\n", v);
+        return false;
+      }
+      o->loop_limit = jumps;
     } else if (a == "--iterations") {
       if (!(v = value("--iterations"))) return false;
       o->iterations = std::max(1, std::atoi(v));
@@ -324,6 +336,7 @@ int main(int argc, char** argv) {
   }
   if (opt.model_path.empty()) return usage("--model_path is required");
   if (opt.memory_limit > 0) rt::set_memory_limit(opt.memory_limit);
+  if (opt.loop_limit > 0) rt::set_loop_limit(opt.loop_limit);
   if (opt.threads > 0) {
     rt::Error e = rt::set_kernel_threads(static_cast<size_t>(opt.threads));
     if (e != rt::Error::Ok) return fail("setting the kernels' threads", e);

@@ -188,13 +188,16 @@ uint64_t physical_memory_bytes() {
 
 // Without threads (bare metal) a plain variable: a 64-bit atomic needs libatomic, which a Cortex-M lacks.
 #if defined(ETKIT_SINGLE_THREADED) && ETKIT_SINGLE_THREADED
-struct {
-  uint64_t value = 0;
+struct PlainU64 {
+  uint64_t value;
   void store(uint64_t v, std::memory_order) { value = v; }
   uint64_t load(std::memory_order) const { return value; }
-} g_memory_limit;
+};
+PlainU64 g_memory_limit{0};
+PlainU64 g_loop_limit{kDefaultLoopLimit};
 #else
 std::atomic<uint64_t> g_memory_limit{0};
+std::atomic<uint64_t> g_loop_limit{kDefaultLoopLimit};
 #endif
 
 /// A constant whose bytes live in a data file (.ptd), named by its fully qualified name.
@@ -871,6 +874,8 @@ Error MethodState::execute() {
   }
   size_t pc = 0;
   const size_t n = instrs.size();
+  uint64_t backward_jumps = 0;
+  const uint64_t loop_limit = g_loop_limit.load(std::memory_order_relaxed);
   while (pc < n) {
     const Instr& in = instrs[pc];
     temp_allocator->reset();
@@ -941,6 +946,16 @@ Error MethodState::execute() {
         } else {
           return set_error(Error::InvalidProgram, "instruction %zu: jump condition is a %s, not a Bool", pc,
                            tag_name(c.tag()));
+        }
+        if (!cond && in.b <= pc && ++backward_jumps > loop_limit) {
+          // A loop whose condition never turns true (a crafted file: load refuses only a condition no
+          // instruction of the loop writes) would make execute() hang.
+          return set_error(Error::InvalidProgram,
+                           "instruction %zu of method '%s' jumped back to instruction %u more than %llu times in one "
+                           "execute: a loop whose condition stays false would never end (raise the limit with "
+                           "etkit::runtime::set_loop_limit, etkit.runtime.set_loop_limit or etkit_runner "
+                           "--loop_limit if the program's loops are that long)",
+                           pc, name, in.b, static_cast<unsigned long long>(loop_limit));
         }
         pc = cond ? pc + 1 : in.b;
         break;
@@ -1149,6 +1164,10 @@ Result<Method> Program::load_plan(const char* method_name, MemoryManager* memory
 }
 
 void set_memory_limit(uint64_t bytes) { g_memory_limit.store(bytes, std::memory_order_relaxed); }
+void set_loop_limit(uint64_t iterations) {
+  g_loop_limit.store(iterations != 0 ? iterations : kDefaultLoopLimit, std::memory_order_relaxed);
+}
+uint64_t loop_limit() { return g_loop_limit.load(std::memory_order_relaxed); }
 uint64_t memory_limit() { return g_memory_limit.load(std::memory_order_relaxed); }
 uint64_t effective_memory_limit() {
   const uint64_t set_limit = memory_limit();

@@ -15,7 +15,7 @@ import torch
 
 import etkit
 from etkit.fb.Program import Program, ProgramT
-from etkit.runtime import EtkitRuntimeError, Runtime, set_memory_limit
+from etkit.runtime import EtkitRuntimeError, Runtime, set_loop_limit, set_memory_limit
 from etkit.serialize.pte import deserialize_pte, serialize_pte
 
 from .programs import _tensor, add_program
@@ -415,6 +415,57 @@ def test_a_loop_whose_condition_nothing_writes_is_refused_at_load():
     with pytest.raises(EtkitRuntimeError, match=r"InvalidProgram: instruction 2 jumps back to instruction 1 on value 4, "
                                                 r"which no instruction of that loop writes: the loop would never end"):
         _load(bytes(builder.Output()))
+
+
+def _endless_loop_program() -> bytes:
+    """jump_false_program with its add replaced by ``flag = False`` (a MoveCall from the constant False) and
+    "goto end" by "if not flag goto 1": a loop whose condition its body writes, so load accepts it, but
+    which never turns true."""
+    from etkit.fb.InstructionArguments import InstructionArguments
+    from etkit.fb.MoveCall import MoveCallT
+
+    from .programs import jump_false_program
+
+    program = ProgramT.InitFromObj(Program.GetRootAs(jump_false_program(), 0))
+    instructions = program.executionPlan[0].chains[0].instructions
+    move = MoveCallT()
+    move.moveFrom, move.moveTo = 4, 1                               # flag = False
+    instructions[1].instrArgsType, instructions[1].instrArgs = InstructionArguments.MoveCall, move
+    instructions[2].instrArgs.condValueIndex = 1                    # if not flag
+    instructions[2].instrArgs.destinationInstruction = 1            # goto 1
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(program.Pack(builder), file_identifier=b"ET12")
+    return bytes(builder.Output())
+
+
+@pytest.fixture
+def loop_limit():
+    yield set_loop_limit
+    set_loop_limit(None)
+
+
+def test_a_loop_that_never_ends_fails_at_the_loop_limit(loop_limit, etkit_runner, tmp_path):
+    """The endless loop ends with InvalidProgram after the loop limit's backward jumps (2**24 by default, or
+    what set_loop_limit / etkit_runner --loop_limit set), naming the jump, instead of hanging execute()."""
+    a = torch.randn(2, 3)
+    method = _load(_endless_loop_program())
+    (y,) = method.execute([a, False])       # flag false: the loop is jumped over, y = a * a
+    torch.testing.assert_close(y, a * a, rtol=0, atol=0)
+    message = (r"InvalidProgram: instruction 2 of method 'forward' jumped back to instruction 1 more than {} times in "
+               r"one execute: a loop whose condition stays false would never end")
+    with pytest.raises(EtkitRuntimeError, match=message.format(2 ** 24)):
+        method.execute([a, True])
+    loop_limit(1000)
+    with pytest.raises(EtkitRuntimeError, match=message.format(1000)):
+        method.execute([a, True])
+    with pytest.raises(ValueError, match="iterations must be >= 1"):
+        loop_limit(0)
+    path = tmp_path / "endless_loop.pte"
+    path.write_bytes(_endless_loop_program())
+    # the runner keeps a scalar input's value from the program: flag True, the loop runs
+    proc = subprocess.run([str(etkit_runner), "--model_path", str(path), "--iterations", "1", "--loop_limit", "50"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "more than 50 times in one execute" in proc.stderr, proc.stderr
 
 
 def _add_weight_into_its_constant() -> bytes:

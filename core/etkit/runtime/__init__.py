@@ -32,6 +32,7 @@ from ._log import log_level, set_log_level
 __all__ = [
     "log_level",
     "set_log_level",
+    "set_loop_limit",
     "set_memory_limit",
     "set_num_threads",
     "BackendRegistry",
@@ -772,6 +773,22 @@ def set_memory_limit(num_bytes: int | None) -> None:
     if num_bytes is not None and int(num_bytes) < 1:
         raise ValueError(f"num_bytes must be >= 1 (or None for the machine's RAM), got {num_bytes}")
     _runtime.set_memory_limit(0 if num_bytes is None else int(num_bytes))
+
+
+def set_loop_limit(iterations: int | None) -> None:
+    """Bound the backward jumps (loop iterations) one ``execute`` may take, process-wide, for executes from
+    now on. ``None`` restores the default, 2**24. A program's loops come from its exporter (ExecuTorch's
+    ``map`` over a tensor's leading dimension; etkit's emitter emits none); a crafted ``.pte`` whose loop
+    condition never turns true would otherwise make ``execute`` hang, and gets an ``EtkitRuntimeError``
+    (``InvalidProgram``) naming the jump and the limit instead. ``etkit_runner --loop_limit N`` is the
+    native equivalent.
+
+    Raises:
+        ValueError: ``iterations`` < 1.
+    """
+    if iterations is not None and int(iterations) < 1:
+        raise ValueError(f"iterations must be >= 1 (or None for the default), got {iterations}")
+    _runtime.set_loop_limit(0 if iterations is None else int(iterations))
 
 
 def set_num_threads(num_threads: int) -> None:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "etkit/runtime/error.h"
@@ -78,5 +79,15 @@ class Method final {
   explicit Method(std::unique_ptr<MethodState, MethodStateDeleter> state);
   std::unique_ptr<MethodState, MethodStateDeleter> state_;
 };
+
+/// Backward jumps (loop iterations) one Method::execute may take before it fails with InvalidProgram,
+/// process-wide: a crafted program can loop on a condition that never turns true, and execute() would
+/// hang. Programs loop only where their exporter emitted a loop (ExecuTorch's `map` over a tensor's
+/// leading dimension); etkit's emitter emits none.
+inline constexpr uint64_t kDefaultLoopLimit = uint64_t{1} << 24;
+/// Sets that limit for executes from now on; 0 restores kDefaultLoopLimit. Thread-safe.
+void set_loop_limit(uint64_t iterations);
+/// The limit in force.
+uint64_t loop_limit();
 
 }  // namespace etkit::runtime
