@@ -95,6 +95,18 @@ int usage(const char* msg) {
   return 2;
 }
 
+/// `v` as a whole number > 0 into `out`, or an error naming `flag` and what it counts.
+bool positive_count(const char* flag, const char* unit, const char* v, unsigned long long* out) {
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (end == v || *end != '\0' || n == 0 || v[0] == '-') {
+    std::fprintf(stderr, "etkit_runner: %s takes a number of %s > 0, got '%s'\n", flag, unit, v);
+    return false;
+  }
+  *out = n;
+  return true;
+}
+
 bool parse(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -134,23 +146,11 @@ bool parse(int argc, char** argv, Options* o) {
       if (!(v = value("--threads"))) return false;
       o->threads = std::atoi(v);
     } else if (a == "--memory_limit") {
-      if (!(v = value("--memory_limit"))) return false;
-      char* end = nullptr;
-      unsigned long long bytes = std::strtoull(v, &end, 10);
-      if (end == v || *end != '\0' || bytes == 0 || v[0] == '-') {
-        std::fprintf(stderr, "etkit_runner: --memory_limit takes a number of bytes > 0, got '%s'\n", v);
-        return false;
-      }
-      o->memory_limit = bytes;
+      if (!(v = value("--memory_limit")) || !positive_count("--memory_limit", "bytes", v, &o->memory_limit)) return false;
     } else if (a == "--loop_limit") {
-      if (!(v = value("--loop_limit"))) return false;
-      char* end = nullptr;
-      unsigned long long jumps = std::strtoull(v, &end, 10);
-      if (end == v || *end != '\0' || jumps == 0 || v[0] == '-') {
-        std::fprintf(stderr, "etkit_runner: --loop_limit takes a number of backward jumps > 0, got '%s'\n", v);
+      if (!(v = value("--loop_limit")) || !positive_count("--loop_limit", "backward jumps", v, &o->loop_limit)) {
         return false;
       }
-      o->loop_limit = jumps;
     } else if (a == "--iterations") {
       if (!(v = value("--iterations"))) return false;
       o->iterations = std::max(1, std::atoi(v));
