@@ -55,9 +55,9 @@ def test_aligned_constant_runs_and_misaligned_constant_is_refused():
         _load(_with_constant_at(1))
 
 
-def _plan(mutate) -> bytes:
-    """add_program's Program with ``mutate(plan)`` applied to its forward ExecutionPlan."""
-    program = ProgramT.InitFromObj(Program.GetRootAs(add_program(), 0))
+def _plan(mutate, base=add_program) -> bytes:
+    """``base()``'s Program (add_program's by default) with ``mutate(plan)`` applied to its forward ExecutionPlan."""
+    program = ProgramT.InitFromObj(Program.GetRootAs(base(), 0))
     mutate(program.executionPlan[0])
     builder = flatbuffers.Builder(1024)
     builder.Finish(program.Pack(builder), file_identifier=b"ET12")
@@ -426,25 +426,24 @@ def _endless_loop_program() -> bytes:
 
     from .programs import jump_false_program
 
-    program = ProgramT.InitFromObj(Program.GetRootAs(jump_false_program(), 0))
-    instructions = program.executionPlan[0].chains[0].instructions
-    move = MoveCallT()
-    move.moveFrom, move.moveTo = 4, 1                               # flag = False
-    instructions[1].instrArgsType, instructions[1].instrArgs = InstructionArguments.MoveCall, move
-    instructions[2].instrArgs.condValueIndex = 1                    # if not flag
-    instructions[2].instrArgs.destinationInstruction = 1            # goto 1
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(program.Pack(builder), file_identifier=b"ET12")
-    return bytes(builder.Output())
+    def endless(plan):
+        instructions = plan.chains[0].instructions
+        move = MoveCallT()
+        move.moveFrom, move.moveTo = 4, 1                           # flag = False
+        instructions[1].instrArgsType, instructions[1].instrArgs = InstructionArguments.MoveCall, move
+        instructions[2].instrArgs.condValueIndex = 1                # if not flag
+        instructions[2].instrArgs.destinationInstruction = 1        # goto 1
+
+    return _plan(endless, jump_false_program)
 
 
 @pytest.fixture
-def loop_limit():
-    yield set_loop_limit
+def default_loop_limit_after():
+    yield
     set_loop_limit(None)
 
 
-def test_a_loop_that_never_ends_fails_at_the_loop_limit(loop_limit, etkit_runner, tmp_path):
+def test_a_loop_that_never_ends_fails_at_the_loop_limit(default_loop_limit_after, etkit_runner, tmp_path):
     """The endless loop ends with InvalidProgram after the loop limit's backward jumps (2**24 by default, or
     what set_loop_limit / etkit_runner --loop_limit set), naming the jump, instead of hanging execute()."""
     a = torch.randn(2, 3)
@@ -455,11 +454,11 @@ def test_a_loop_that_never_ends_fails_at_the_loop_limit(loop_limit, etkit_runner
                r"one execute: a loop whose condition stays false would never end")
     with pytest.raises(EtkitRuntimeError, match=message.format(2 ** 24)):
         method.execute([a, True])
-    loop_limit(1000)
+    set_loop_limit(1000)
     with pytest.raises(EtkitRuntimeError, match=message.format(1000)):
         method.execute([a, True])
     with pytest.raises(ValueError, match="iterations must be >= 1"):
-        loop_limit(0)
+        set_loop_limit(0)
     path = tmp_path / "endless_loop.pte"
     path.write_bytes(_endless_loop_program())
     # the runner keeps a scalar input's value from the program: flag True, the loop runs
