@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build XNNPACK (2024-11-08) with pthreadpool, cpuinfo and FXdiv as static, position-independent
-# libraries, cached per user, and print the install prefix on the last line of stdout. Three small
-# performance patches (scripts/patches/) are applied to the sources.
+# libraries, cached per user, and print the install prefix on the last line of stdout. Small
+# patches (scripts/patches/, listed below) are applied to the sources.
 #
 #   scripts/xnnpack.sh              fetch (if needed), build (if needed), print the prefix
 #   scripts/xnnpack.sh --fetch-only fetch and verify the tarballs into the download cache, then stop
@@ -43,6 +43,8 @@ RECIPE_VERSION=4   # bump when the build recipe below changes, so the cache key 
 #                                             decode step has ~400 such operators)
 #   xnnpack-small-fully-connected-sequential.patch  fully connected operators with at most 64K
 #                                             multiply-adds run on the calling thread too (after the above)
+#   xnnpack-prefetch-next-operator.patch     xnn_invoke_runtime asks for the next operator's state while the
+#                                             current one runs (a weight stream evicts it between operators)
 #   pthreadpool-sequential-column-tiles-outer.patch   the sequential 2d_tile_2d loop runs column
 #                                             tiles outer, so each weight tile is reused by every row tile
 PATCHES_DIR="$REPO_ROOT/scripts/patches"
@@ -239,6 +241,7 @@ build() {
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-plan-memory-failure.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-small-elementwise-sequential.patch" >&2
     patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-small-fully-connected-sequential.patch" >&2
+    patch -s -d "$src/xnnpack" -p1 < "$PATCHES_DIR/xnnpack-prefetch-next-operator.patch" >&2
     if [[ -d "$src/pthreadpool" ]]; then
       patch -s -d "$src/pthreadpool" -p1 < "$PATCHES_DIR/pthreadpool-sequential-column-tiles-outer.patch" >&2
     fi
